@@ -1,0 +1,209 @@
+"""Configuration: small dataclasses, size presets from ``params/*.yaml``, and parameter matching.
+
+A run is named by ``size`` (a preset in params/) × ``variant`` (a residual rule) × ``seed``, as in the
+paper's CSV. The dataclass defaults are the paper's recipe (DESIGN.md, "Fidelity to the paper"); a preset
+overrides only what differs, and a caller's overrides (``{"train": {"steps": 5}}``) come last.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import yaml
+
+from .residuals import RULES, ConfigError, rule_class
+
+PARAMS_DIR = Path(__file__).resolve().parents[1] / "params"
+REFERENCE_VARIANT = "review"
+# Vocabulary sizes of the tokenizers in rrlib.data (a test checks they agree), so that a model can be sized
+# and parameter-matched without loading any data.
+TOKENIZER_VOCAB = {"gpt2": 50257, "bytes": 257}
+
+
+@dataclass
+class ModelConfig:
+    d_model: int = 512
+    n_layers: int = 8
+    n_heads: int = 8
+    seq_len: int = 256
+    vocab_size: int = 50257
+    n_loops: int = 1
+    variant: str = REFERENCE_VARIANT
+    rule_options: dict = field(default_factory=dict)
+
+
+@dataclass
+class DataConfig:
+    dataset: str = "tinystories"
+    data_path: str | None = None  # local raw-text / jsonl / parquet file instead of the hub dataset
+    val_path: str | None = None  # local validation file, for heldout="validation"
+    tokenizer: str = "gpt2"
+    max_stories: int | None = 400_000
+    heldout: str = "tail"  # "tail": the paper's last 3 % of the stream; "validation": the official split
+    heldout_frac: float = 0.03
+    cache_dir: str = "outputs/cache"
+    gpt2_dir: str | None = None
+
+
+@dataclass
+class TrainConfig:
+    steps: int = 8000
+    batch_size: int = 64  # sequences per optimizer step, over all processes
+    micro_batch_size: int | None = None  # per forward pass per process; None = the whole share
+    lr: float = 2e-4
+    betas: tuple = (0.9, 0.95)
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    warmup_steps: int = 500
+    min_lr_frac: float = 0.1
+    precision: str = "auto"  # auto (bf16 on CUDA, fp32 on CPU), fp32, tf32, bf16
+    compile: bool = False
+    device: str = "auto"
+    eval_every: int = 1000
+    ckpt_every: int = 500
+    log_every: int = 10
+    paper_eval_batches: int = 80
+    fixed_eval_tokens: int = 262_144  # held-out tokens in the fixed evaluation (1024 windows of 256)
+
+
+@dataclass
+class RunConfig:
+    size: str
+    variant: str
+    seed: int
+    model: ModelConfig
+    data: DataConfig
+    train: TrainConfig
+    out_root: str = "outputs/runs"
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.out_root) / self.size / self.variant / f"seed{self.seed}"
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunConfig":
+        d = copy.deepcopy(d)
+        d["train"]["betas"] = tuple(d["train"]["betas"])
+        return cls(
+            **{k: v for k, v in d.items() if k not in ("model", "data", "train")},
+            model=ModelConfig(**d["model"]), data=DataConfig(**d["data"]), train=TrainConfig(**d["train"]),
+        )
+
+
+@dataclass
+class Preset:
+    """One size: its recipe, and the grid (variants × seeds) a sweep runs by default."""
+
+    size: str
+    model: ModelConfig
+    data: DataConfig
+    train: TrainConfig
+    variants: list
+    seeds: list
+    match_params: bool = True
+    description: str = ""
+
+
+def _preset_files(params_dir: Path) -> dict[str, Path]:
+    return {p.stem: p for p in sorted(params_dir.glob("*.yaml"))}
+
+
+def available_sizes(params_dir: Path = PARAMS_DIR) -> list[str]:
+    """Every size name: one per preset file, and ``<name><L>`` for each depth of a preset with ``depths``."""
+    names = []
+    for stem, path in _preset_files(params_dir).items():
+        depths = (yaml.safe_load(path.read_text()) or {}).get("depths")
+        names += [f"{stem}{L}" for L in depths] if depths else [stem]
+    return names
+
+
+def _merge(obj, overrides: dict, where: str):
+    valid = {f.name for f in dataclasses.fields(obj)}
+    unknown = set(overrides) - valid
+    if unknown:
+        raise ConfigError(f"unknown {where} setting(s) {sorted(unknown)}; valid: {', '.join(sorted(valid))}")
+    return dataclasses.replace(obj, **overrides)
+
+
+def _load_raw(size: str, params_dir: Path) -> tuple[dict, int | None]:
+    files = _preset_files(params_dir)
+    if size in files:
+        return yaml.safe_load(files[size].read_text()) or {}, None
+    for stem, path in files.items():
+        raw = yaml.safe_load(path.read_text()) or {}
+        if raw.get("depths") and size.startswith(stem) and size[len(stem):].isdigit():
+            if int(size[len(stem):]) in raw["depths"]:
+                return raw, int(size[len(stem):])
+    raise ConfigError(f"unknown size {size!r}; valid sizes: {', '.join(available_sizes(params_dir))}")
+
+
+def load_preset(size: str, params_dir: Path = PARAMS_DIR) -> Preset:
+    raw, depth = _load_raw(size, params_dir)
+    model = _merge(ModelConfig(), raw.get("model", {}), "model")
+    if depth is not None:
+        model = dataclasses.replace(model, n_layers=depth)
+    data = _merge(DataConfig(), raw.get("data", {}), "data")
+    train = _merge(TrainConfig(), raw.get("train", {}), "train")
+    model.vocab_size = vocab_size(data.tokenizer)
+    for v in raw.get("variants", []):
+        rule_class(v)
+    return Preset(size=size, model=model, data=data, train=train,
+                  variants=list(raw.get("variants", [REFERENCE_VARIANT, "highway", "standard"])),
+                  seeds=list(raw.get("seeds", [0, 1, 2])), match_params=raw.get("match_params", True),
+                  description=raw.get("description", ""))
+
+
+def vocab_size(tokenizer: str) -> int:
+    if tokenizer not in TOKENIZER_VOCAB:
+        raise ConfigError(f"unknown tokenizer {tokenizer!r}; valid tokenizers: {', '.join(TOKENIZER_VOCAB)}")
+    return TOKENIZER_VOCAB[tokenizer]
+
+
+def count_params(cfg: ModelConfig) -> int:
+    """Parameters of the model ``cfg`` describes, built on the meta device (no memory, no init cost)."""
+    from .model import GPT
+
+    with torch.device("meta"):
+        return GPT(cfg).n_params()
+
+
+def match_params(cfg: ModelConfig, reference: str = REFERENCE_VARIANT) -> ModelConfig:
+    """Widen ``cfg`` until it has at least the parameters of the same model with the ``reference`` rule.
+
+    As in the paper: d_model grows in steps of n_heads (so heads stay whole), heads and depth fixed; the first
+    width whose count reaches the reference's is taken. A rule that already has as many parameters keeps its
+    width.
+    """
+    target = count_params(dataclasses.replace(cfg, variant=reference, rule_options={}))
+    while count_params(cfg) < target:
+        cfg = dataclasses.replace(cfg, d_model=cfg.d_model + cfg.n_heads)
+    return cfg
+
+
+def resolve_run(size: str, variant: str, seed: int, overrides: dict | None = None,
+                out_root: str = "outputs/runs", params_dir: Path = PARAMS_DIR) -> RunConfig:
+    """The full configuration of one run: preset, then overrides, then parameter matching."""
+    preset = load_preset(size, params_dir)
+    rule_class(variant)
+    overrides = overrides or {}
+    unknown = set(overrides) - {"model", "data", "train"}
+    if unknown:
+        raise ConfigError(f"unknown override section(s) {sorted(unknown)}; valid: data, model, train")
+    model = _merge(dataclasses.replace(preset.model, variant=variant), overrides.get("model", {}), "model")
+    data = _merge(preset.data, overrides.get("data", {}), "data")
+    train = _merge(preset.train, overrides.get("train", {}), "train")
+    model.vocab_size = vocab_size(data.tokenizer)
+    if preset.match_params and variant != REFERENCE_VARIANT:
+        model = match_params(model)
+    return RunConfig(size=size, variant=variant, seed=int(seed), model=model, data=data, train=train,
+                     out_root=out_root)
+
+
+__all__ = ["ConfigError", "ModelConfig", "DataConfig", "TrainConfig", "RunConfig", "Preset", "RULES",
+           "available_sizes", "load_preset", "match_params", "count_params", "resolve_run", "vocab_size"]

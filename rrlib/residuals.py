@@ -1,0 +1,284 @@
+r"""Residual rules: how a sublayer's proposed update is committed to the residual stream.
+
+Every rule speaks one protocol, so the model never branches on a rule's name::
+
+    state = rule.begin(x0)                 # x0 = token + position embedding
+    for i, sub in enumerate(sublayers):    # 2·L·N steps: attn, mlp, attn, mlp, ...
+        h_in  = rule.read(state, i)        # what sublayer i sees (before its pre-norm)
+        u     = sub(norm_i(h_in))
+        state = rule.write(state, i, u)    # how the update is committed
+    h = rule.end(state)                    # then final RMSNorm and tied head
+
+``i`` is the step index over the whole (possibly looped) depth; a rule that owns per-sublayer parameters
+uses ``shape.unique(i)`` so a model looped N times has the parameters of its L unique layers only.
+
+Adding a rule is one class and one ``@register("name")`` line. Its docstring shows the formula.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+RMS_EPS = 1e-5
+
+
+class ConfigError(ValueError):
+    """A user-caused configuration error: one sentence naming the valid choices."""
+
+
+@dataclass(frozen=True)
+class StreamShape:
+    """What a rule needs to know about the model it sits in."""
+
+    d_model: int
+    n_layers: int  # unique transformer blocks (L)
+    n_loops: int = 1  # times the L blocks are applied (N)
+
+    @property
+    def n_unique(self) -> int:
+        """Unique sublayers (attention and MLP of each block)."""
+        return 2 * self.n_layers
+
+    @property
+    def n_steps(self) -> int:
+        """Sublayer applications in one forward pass."""
+        return 2 * self.n_layers * self.n_loops
+
+    def unique(self, i: int) -> int:
+        return i % self.n_unique
+
+
+def rms(x: torch.Tensor) -> torch.Tensor:
+    """Parameter-free RMS normalisation over channels (the gate's view of h and u)."""
+    return F.rms_norm(x, (x.shape[-1],), eps=RMS_EPS)
+
+
+class ResidualRule(nn.Module):
+    """Base class for rules whose state is the residual stream h itself.
+
+    Subclasses override ``write``; rules that route across depth (state carries several sources or streams)
+    override ``begin``, ``read`` and ``end`` as well.
+    """
+
+    def __init__(self, shape: StreamShape):
+        super().__init__()
+        self.shape = shape
+
+    def begin(self, x0: torch.Tensor):
+        return x0
+
+    def read(self, state, i: int) -> torch.Tensor:
+        return state
+
+    def write(self, state, i: int, u: torch.Tensor):
+        raise NotImplementedError
+
+    def end(self, state) -> torch.Tensor:
+        return state
+
+    def reset_parameters(self) -> None:
+        """Called by the model after its own init; gates are zeroed here."""
+
+    def matmul_weights(self) -> int:
+        """Weights used in matrix products at each step (FLOP counting); per unique sublayer by default."""
+        return sum(m.weight.numel() for m in self.modules() if isinstance(m, nn.Linear))
+
+
+RULES: dict[str, type[ResidualRule]] = {}
+
+
+def register(name: str):
+    def add(cls: type[ResidualRule]) -> type[ResidualRule]:
+        RULES[name] = cls
+        cls.name = name
+        return cls
+
+    return add
+
+
+def rule_class(variant: str) -> type[ResidualRule]:
+    try:
+        return RULES[variant]
+    except KeyError:
+        raise ConfigError(f"unknown variant {variant!r}; valid variants: {', '.join(sorted(RULES))}") from None
+
+
+def build_rule(variant: str, shape: StreamShape, **options) -> ResidualRule:
+    cls = rule_class(variant)
+    try:
+        return cls(shape, **options)
+    except TypeError as err:
+        raise ConfigError(f"bad options {options} for variant {variant!r}: {err}") from None
+
+
+@register("standard")
+class Standard(ResidualRule):
+    r"""The pre-norm residual: every proposal is committed blindly.
+
+        h ──────────────(+)── h'        h' = h + u
+          └─ norm ─ f ─ u ─┘
+    """
+
+    def write(self, h, i, u):
+        return h + u
+
+
+class _ReviewGate(ResidualRule):
+    r"""The Review gate, shared by the additive and the convex form.
+
+        r = σ(W_r [rms(h); rms(u)] + b_r),   W_r ∈ R^{d×2d}, b_r ∈ R^d, both zero at init (r = 0.5)
+
+    One gate per unique sublayer, per channel and per token. ``W_r`` is stored as one ``Linear(2d, d)`` to
+    keep the paper's shape, but applied as two products on its column halves: ``W_h rms(h) + W_u rms(u)``
+    equals ``W_r [rms(h); rms(u)]`` without materialising the (B, T, 2d) concatenation.
+    """
+
+    def __init__(self, shape: StreamShape):
+        super().__init__(shape)
+        d = shape.d_model
+        self.gates = nn.ModuleList(nn.Linear(2 * d, d) for _ in range(shape.n_unique))
+
+    def reset_parameters(self):
+        for gate in self.gates:
+            nn.init.zeros_(gate.weight)
+            nn.init.zeros_(gate.bias)
+
+    def gate(self, h, i, u):
+        g = self.gates[self.shape.unique(i)]
+        d = self.shape.d_model
+        return torch.sigmoid(F.linear(rms(h), g.weight[:, :d], g.bias) + F.linear(rms(u), g.weight[:, d:]))
+
+
+@register("review")
+class Review(_ReviewGate):
+    r"""Review residual, additive form (the paper's method): the update is reviewed, the identity path kept.
+
+        h ───────────────────────(+)── h'       h' = h + r ⊙ u
+          ├─ norm ─ f ─ u ──(⊙)──┘              r  = σ(W_r [rms(h); rms(u)] + b_r)
+          └──────── gate(h, u) ─ r
+
+    At init r = 0.5, so the block computes h + u/2.
+    """
+
+    def write(self, h, i, u):
+        return h + self.gate(h, i, u) * u
+
+
+@register("review_convex")
+class ReviewConvex(_ReviewGate):
+    r"""Review residual, convex form: h' = (1 − r) ⊙ h + r ⊙ u, same gate as ``review``.
+
+    No identity path: at r = 0.5 the embedding's contribution halves at every sublayer, which per the paper
+    stops training beyond about 20 blocks.
+    """
+
+    def write(self, h, i, u):
+        r = self.gate(h, i, u)
+        return h + r * (u - h)
+
+
+@register("highway")
+class Highway(ResidualRule):
+    r"""The paper's Highway baseline: an additive gate that sees only the raw state.
+
+        h' = h + σ(W_g h + b) ⊙ u,    W_g ∈ R^{d×d}, b ∈ R^d, zero at init (g = 0.5)
+    """
+
+    def __init__(self, shape: StreamShape):
+        super().__init__(shape)
+        self.gates = nn.ModuleList(nn.Linear(shape.d_model, shape.d_model) for _ in range(shape.n_unique))
+
+    def reset_parameters(self):
+        for gate in self.gates:
+            nn.init.zeros_(gate.weight)
+            nn.init.zeros_(gate.bias)
+
+    def write(self, h, i, u):
+        return h + torch.sigmoid(self.gates[self.shape.unique(i)](h)) * u
+
+
+@register("highway_convex")
+class HighwayConvex(Highway):
+    r"""Classic Highway layer (Srivastava et al., 2015): h' = (1 − g) ⊙ h + g ⊙ u,  g = σ(W_g h + b).
+
+    ``carry_bias`` initialises b; Srivastava et al. use a negative value so layers start by carrying h.
+    The default 0 gives g = 0.5 at init, the same starting point as ``review_convex``.
+    """
+
+    def __init__(self, shape: StreamShape, carry_bias: float = 0.0):
+        super().__init__(shape)
+        self.carry_bias = carry_bias
+
+    def reset_parameters(self):
+        super().reset_parameters()
+        for gate in self.gates:
+            nn.init.constant_(gate.bias, self.carry_bias)
+
+    def write(self, h, i, u):
+        g = torch.sigmoid(self.gates[self.shape.unique(i)](h))
+        return h + g * (u - h)
+
+
+@register("rezero")
+class ReZero(ResidualRule):
+    r"""ReZero (Bachlechner et al., 2020): h' = h + α·u, one scalar α per sublayer, α = 0 at init.
+
+    The paper drops the pre-norm too; here the sublayer keeps its norm so only the residual rule differs.
+    """
+
+    def __init__(self, shape: StreamShape):
+        super().__init__(shape)
+        self.alpha = nn.Parameter(torch.zeros(shape.n_unique))
+
+    def reset_parameters(self):
+        nn.init.zeros_(self.alpha)
+
+    def write(self, h, i, u):
+        return h + self.alpha[self.shape.unique(i)] * u
+
+
+@register("layerscale")
+class LayerScale(ResidualRule):
+    r"""LayerScale (Touvron et al., 2021, CaiT): h' = h + diag(λ)·u, one λ ∈ R^d per sublayer.
+
+    λ starts at ``init``; by default CaiT's depth rule: 0.1 up to 18 blocks, 1e-5 up to 24, 1e-6 beyond.
+    """
+
+    def __init__(self, shape: StreamShape, init: float | None = None):
+        super().__init__(shape)
+        depth = shape.n_layers * shape.n_loops
+        self.init = init if init is not None else (0.1 if depth <= 18 else 1e-5 if depth <= 24 else 1e-6)
+        self.scale = nn.Parameter(torch.empty(shape.n_unique, shape.d_model))
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        nn.init.constant_(self.scale, self.init)
+
+    def write(self, h, i, u):
+        return h + self.scale[self.shape.unique(i)] * u
+
+
+@register("scaled")
+class Scaled(ResidualRule):
+    r"""Fixed residual scaling for looped models: h' = h + ε·u.
+
+        ε = λ / (N·√L)   (``scaling="depth"``: L unique blocks looped N times; 1/√L when N = 1)
+        ε = λ / √N       (``scaling="loops"``: the common 1/√N alternative it is compared against)
+    """
+
+    def __init__(self, shape: StreamShape, lam: float = 1.0, scaling: str = "depth"):
+        super().__init__(shape)
+        eps_by_scaling = {
+            "depth": lam / (shape.n_loops * math.sqrt(shape.n_layers)),
+            "loops": lam / math.sqrt(shape.n_loops),
+        }
+        if scaling not in eps_by_scaling:
+            raise ConfigError(f"unknown scaling {scaling!r}; valid choices: {', '.join(eps_by_scaling)}")
+        self.eps = eps_by_scaling[scaling]
+
+    def write(self, h, i, u):
+        return h + self.eps * u

@@ -1,0 +1,50 @@
+"""Presets, overrides and the one-sentence errors users see."""
+import pytest
+
+from rrlib.config import ConfigError, available_sizes, load_preset, resolve_run
+
+
+def test_presets_exist():
+    sizes = available_sizes()
+    for size in ("tiny", "mini", "60m", "150m", "320m", "590m", "1b", "depth24"):
+        assert size in sizes
+
+
+def test_paper_sizes_carry_the_paper_recipe():
+    for size, steps in {"60m": 8000, "150m": 8000, "320m": 8000, "590m": 7000, "1b": 6000}.items():
+        p = load_preset(size)
+        t = p.train
+        assert (t.steps, t.batch_size, t.lr, t.betas, t.weight_decay, t.grad_clip, t.warmup_steps,
+                t.min_lr_frac) == (steps, 64, 2e-4, (0.9, 0.95), 0.1, 1.0, 500, 0.1)
+        assert (p.model.seq_len, p.model.vocab_size, p.data.max_stories) == (256, 50257, 400_000)
+    assert load_preset("320m").seeds == [0, 1]
+
+
+def test_unknown_size_lists_valid_sizes():
+    with pytest.raises(ConfigError, match=r"unknown size 'huge'; valid sizes: .*1b.*tiny"):
+        load_preset("huge")
+    with pytest.raises(ConfigError, match="unknown size 'depth7'"):
+        load_preset("depth7")
+
+
+def test_depth_presets_set_the_depth():
+    assert load_preset("depth24").model.n_layers == 24
+    assert load_preset("depth2").model.n_layers == 2
+
+
+def test_unknown_variant_and_override():
+    with pytest.raises(ConfigError, match="unknown variant 'reveiw'"):
+        resolve_run("tiny", "reveiw", 0)
+    with pytest.raises(ConfigError, match=r"unknown train setting\(s\) \['stepz'\]"):
+        resolve_run("tiny", "review", 0, {"train": {"stepz": 3}})
+
+
+def test_overrides_apply_before_matching():
+    run = resolve_run("tiny", "standard", 2, {"train": {"steps": 3}, "model": {"d_model": 128}})
+    assert run.train.steps == 3 and run.model.d_model > 128 and run.seed == 2
+    assert str(run.run_dir).endswith("tiny/standard/seed2")
+
+
+def test_run_config_round_trips_through_dict():
+    run = resolve_run("mini", "highway", 1)
+    assert type(run).from_dict(run.to_dict()) == run
