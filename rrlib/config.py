@@ -18,6 +18,7 @@ from .residuals import RULES, ConfigError, rule_class
 
 PARAMS_DIR = Path(__file__).resolve().parents[1] / "params"
 REFERENCE_VARIANT = "review"
+PRECISIONS = ("auto", "fp32", "tf32", "bf16")
 # Vocabulary sizes of the tokenizers in rrlib.data (a test checks they agree), so that a model can be sized
 # and parameter-matched without loading any data.
 TOKENIZER_VOCAB = {"gpt2": 50257, "bytes": 257}
@@ -199,10 +200,28 @@ def resolve_run(size: str, variant: str, seed: int, overrides: dict | None = Non
     data = _merge(preset.data, overrides.get("data", {}), "data")
     train = _merge(preset.train, overrides.get("train", {}), "train")
     model.vocab_size = vocab_size(data.tokenizer)
+    validate(model, train)
     if preset.match_params and variant != REFERENCE_VARIANT:
         model = match_params(model)
     return RunConfig(size=size, variant=variant, seed=int(seed), model=model, data=data, train=train,
                      out_root=out_root)
+
+
+def validate(model: ModelConfig, train: TrainConfig) -> None:
+    """Numbers a user can get wrong, checked before anything is built or written."""
+    positive = {"steps": train.steps, "batch_size": train.batch_size, "log_every": train.log_every,
+                "eval_every": train.eval_every, "ckpt_every": train.ckpt_every, "d_model": model.d_model,
+                "n_layers": model.n_layers, "n_heads": model.n_heads, "seq_len": model.seq_len,
+                "n_loops": model.n_loops}
+    for name, value in positive.items():
+        if not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{name} must be a positive whole number, got {value!r}")
+    if not train.lr > 0:
+        raise ConfigError(f"lr must be positive, got {train.lr!r}")
+    if train.precision not in PRECISIONS:
+        raise ConfigError(f"unknown precision {train.precision!r}; valid precisions: {', '.join(PRECISIONS)}")
+    if model.d_model % model.n_heads:
+        raise ConfigError(f"d_model {model.d_model} is not divisible by n_heads {model.n_heads}")
 
 
 __all__ = ["ConfigError", "ModelConfig", "DataConfig", "TrainConfig", "RunConfig", "Preset", "RULES",

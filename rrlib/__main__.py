@@ -1,0 +1,110 @@
+"""Command line: ``python -m rrlib train|sweep|bench|report ...``.
+
+Every error a user can cause (unknown size or variant, bad numbers, missing data) ends in one sentence and
+exit status 2; nothing already written is touched.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+import yaml
+
+from .config import ConfigError
+from .data import DataError
+
+# flag → (section, field): the overrides every training command accepts
+OVERRIDE_FLAGS = {
+    "steps": ("train", "steps", int), "batch_size": ("train", "batch_size", int),
+    "micro_batch_size": ("train", "micro_batch_size", int), "lr": ("train", "lr", float),
+    "device": ("train", "device", str), "precision": ("train", "precision", str),
+    "eval_every": ("train", "eval_every", int), "ckpt_every": ("train", "ckpt_every", int),
+    "data_path": ("data", "data_path", str), "val_path": ("data", "val_path", str),
+    "heldout": ("data", "heldout", str), "tokenizer": ("data", "tokenizer", str),
+    "max_stories": ("data", "max_stories", int),
+}
+
+
+def add_overrides(p: argparse.ArgumentParser) -> None:
+    for flag, (_, _, kind) in OVERRIDE_FLAGS.items():
+        p.add_argument("--" + flag.replace("_", "-"), dest=flag, type=kind, default=None)
+    p.add_argument("--compile", action="store_true", default=None, help="torch.compile the model")
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="any other setting, e.g. --set model.n_loops=4 --set train.warmup_steps=100")
+    p.add_argument("--out", default="outputs/runs", help="root folder of the run folders")
+
+
+def overrides_from(args) -> dict:
+    out: dict = {}
+    for flag, (section, field, _) in OVERRIDE_FLAGS.items():
+        if getattr(args, flag) is not None:
+            out.setdefault(section, {})[field] = getattr(args, flag)
+    if args.compile:
+        out.setdefault("train", {})["compile"] = True
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        section, dot, field = key.partition(".")
+        if not sep or not dot:
+            raise ConfigError(f"bad --set {item!r}; write SECTION.KEY=VALUE with SECTION one of model, data, train")
+        out.setdefault(section, {})[field] = yaml.safe_load(value)
+    return out
+
+
+def csv_list(kind):
+    return lambda text: [kind(x) for x in text.split(",") if x]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rrlib", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("train", help="train one run (size × variant × seed)")
+    p.add_argument("--size", required=True)
+    p.add_argument("--variant", required=True)
+    p.add_argument("--seed", type=int, default=0)
+    add_overrides(p)
+
+    p = sub.add_parser("sweep", help="train a size's grid of variants × seeds, skipping what is done")
+    p.add_argument("--size", required=True)
+    p.add_argument("--variants", type=csv_list(str), default=None, help="comma-separated; default: the preset's")
+    p.add_argument("--seeds", type=csv_list(int), default=None, help="comma-separated; default: the preset's")
+    p.add_argument("--shard", default="0/1", help="k/n: run every n-th cell starting at k")
+    add_overrides(p)
+
+    args = parser.parse_args(argv)
+    try:
+        return run_command(args)
+    except (ConfigError, DataError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as err:
+        print(f"interrupted: {err}" if str(err) else "interrupted", file=sys.stderr)
+        return 130
+
+
+def run_command(args) -> int:
+    if args.command == "train":
+        from .config import resolve_run
+        from .train import RunBusy, train_run
+
+        run = resolve_run(args.size, args.variant, args.seed, overrides_from(args), args.out)
+        try:
+            result = train_run(run)
+        except RunBusy as err:
+            raise ConfigError(f"{err}; wait for it or stop it first") from None
+        print({k: result[k] for k in ("size", "variant", "seed", "status", "steps", "val_loss", "fixed_loss",
+                                      "ece", "minutes")})
+        return 0
+    if args.command == "sweep":
+        from .sweep import parse_shard, run_sweep
+
+        table = run_sweep(args.size, args.variants, args.seeds, overrides_from(args), args.out,
+                          parse_shard(args.shard))
+        print(table[["size", "variant", "seed", "params_M", "steps", "val_loss", "fixed_loss", "ece",
+                     "status"]].to_string(index=False))
+        return 0
+    raise AssertionError(args.command)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

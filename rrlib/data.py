@@ -1,0 +1,336 @@
+"""Tokenizers, TinyStories (or a local file) as a cached token stream, seeded batches and eval windows.
+
+The paper's data recipe: the first 400k TinyStories train stories, GPT-2 tokens, EOS after each story, the
+last 3% of the token stream held out. Tokenising happens once per (source, tokenizer, limits); later loads
+are a memmap. Every batch and eval window is a pure function of its seed (and step), so every variant sees
+the same data at the same seed (the paired design) and a resumed run continues exactly.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass
+from functools import cached_property
+from itertools import chain, islice
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import numpy as np
+import torch
+
+
+class DataError(ValueError):
+    """A data problem the user can fix (bad name, missing file, no network): one sentence, no traceback."""
+
+
+# ----------------------------------------------------------------------------- tokenizers
+
+EOT = "<|endoftext|>"
+# tiktoken's GPT-2 pattern (the original regex with possessive quantifiers), so the offline encoding is
+# the same object tiktoken.get_encoding("gpt2") builds online.
+GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
+
+
+class GPT2Tokenizer:
+    """Exactly GPT-2's BPE (50,257 tokens, EOS 50256) through tiktoken.
+
+    Encoding is `encode_ordinary`: a story that happens to contain "<|endoftext|>" as text must not
+    smuggle an EOS into the stream; EOS is placed only by the loader, after each story.
+    """
+
+    name = "gpt2"
+    vocab_size = 50257
+    eos_id = 50256
+
+    def __init__(self, gpt2_dir: str | os.PathLike | None = None):
+        self.gpt2_dir = gpt2_dir
+
+    @cached_property
+    def _encoding(self):
+        """Built on first use, so a cache hit needs neither the BPE files nor the 0.5 s it takes to load them."""
+        return _gpt2_encoding(self.gpt2_dir)
+
+    def encode(self, text: str) -> list[int]:
+        return self._encoding.encode_ordinary(text)
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        return self._encoding.encode_ordinary_batch(texts)  # multithreaded in tiktoken's Rust core
+
+    def decode(self, ids: Iterable[int]) -> str:
+        return self._encoding.decode(list(ids))
+
+
+class ByteTokenizer:
+    """UTF-8 bytes plus one EOS (vocab 257): no files to fetch, and a 200x smaller embedding for CPU runs."""
+
+    name = "bytes"
+    vocab_size = 257
+    eos_id = 256
+
+    def encode(self, text: str) -> list[int]:
+        return list(text.encode("utf-8"))
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        return [list(text.encode("utf-8")) for text in texts]
+
+    def decode(self, ids: Iterable[int]) -> str:
+        return b"".join(EOT.encode() if i == self.eos_id else bytes([i]) for i in ids).decode("utf-8", "replace")
+
+
+Tokenizer = GPT2Tokenizer | ByteTokenizer
+TOKENIZERS = ("gpt2", "bytes")
+
+
+def _gpt2_encoding(gpt2_dir: str | os.PathLike | None):
+    """GPT-2 from local `encoder.json` + `vocab.bpe` when a folder is given, else tiktoken's download."""
+    import tiktoken
+    from tiktoken.load import data_gym_to_mergeable_bpe_ranks
+
+    folder = gpt2_dir or os.environ.get("RRLIB_GPT2_DIR")
+    if folder is None:
+        try:
+            return tiktoken.get_encoding("gpt2")
+        except (OSError, ValueError) as err:  # requests' errors are OSErrors; a bad download is a ValueError
+            raise DataError("could not download the GPT-2 tokenizer; offline, pass gpt2_dir= or set "
+                            "RRLIB_GPT2_DIR to a folder holding encoder.json and vocab.bpe") from err
+    vocab, encoder = Path(folder) / "vocab.bpe", Path(folder) / "encoder.json"
+    if not (vocab.is_file() and encoder.is_file()):
+        raise DataError(f"gpt2_dir/RRLIB_GPT2_DIR {folder} must hold encoder.json and vocab.bpe")
+    ranks = data_gym_to_mergeable_bpe_ranks(vocab_bpe_file=str(vocab), encoder_json_file=str(encoder))
+    return tiktoken.Encoding(name="gpt2", pat_str=GPT2_PATTERN, mergeable_ranks=ranks,
+                             special_tokens={EOT: GPT2Tokenizer.eos_id}, explicit_n_vocab=GPT2Tokenizer.vocab_size)
+
+
+def get_tokenizer(name: str, gpt2_dir: str | os.PathLike | None = None) -> Tokenizer:
+    """The tokenizer called `name` ("gpt2" or "bytes"); gpt2_dir (or $RRLIB_GPT2_DIR) builds GPT-2 offline."""
+    if name == "gpt2":
+        return GPT2Tokenizer(gpt2_dir)
+    if name == "bytes":
+        return ByteTokenizer()
+    raise DataError(f"unknown tokenizer {name!r}; valid names: {', '.join(TOKENIZERS)}")
+
+
+# ----------------------------------------------------------------------------- stories
+
+DATASETS = {"tinystories": "roneneldan/TinyStories"}
+FILE_FORMATS = (".txt", ".jsonl", ".parquet")
+
+
+def iter_stories(path: str | os.PathLike, max_stories: int | None = None) -> Iterator[str]:
+    """Stories from a local file: raw text (each story followed by a line <|endoftext|>), .jsonl or .parquet.
+
+    Raw text is read line by line, so taking the first 400k stories of the 1.9 GB train file reads only
+    those. The newlines around each separator belong to the format, not the story, and are stripped.
+    """
+    return islice(_read_stories(_checked_file(path)), max_stories)
+
+
+def _checked_file(path: str | os.PathLike) -> Path:
+    path = Path(path).resolve()
+    if not path.is_file():
+        raise DataError(f"data file {path} not found; pass data_path/val_path to a local "
+                        f"{', '.join(FILE_FORMATS)} file, or leave data_path unset to use the datasets hub")
+    if path.suffix not in FILE_FORMATS:
+        raise DataError(f"data file {path} must end in one of {', '.join(FILE_FORMATS)}")
+    return path
+
+
+def _read_stories(path: Path) -> Iterator[str]:
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        table = pq.ParquetFile(path)
+        if "text" not in table.schema_arrow.names:
+            raise DataError(f"{path} has no 'text' column (columns: {', '.join(table.schema_arrow.names)})")
+        for batch in table.iter_batches(columns=["text"]):
+            yield from batch.column(0).to_pylist()
+        return
+    with open(path, encoding="utf-8") as f:
+        if path.suffix == ".jsonl":
+            for number, line in enumerate(f, 1):
+                if line.strip():
+                    record = json.loads(line)
+                    if "text" not in record:
+                        raise DataError(f"{path} line {number} has no 'text' field")
+                    yield record["text"]
+            return
+        lines: list[str] = []
+        for line in f:
+            if line.strip() == EOT:
+                if story := "".join(lines).strip():
+                    yield story
+                lines = []
+            else:
+                lines.append(line)
+        if story := "".join(lines).strip():  # a last story without its separator
+            yield story
+
+
+def _hub_stories(dataset: str, split: str, max_stories: int | None) -> Iterator[str]:
+    """Stories of a `datasets` hub split; network or hub failures become one DataError naming data_path."""
+    hub_name = DATASETS[dataset]
+    try:
+        import datasets
+
+        table = datasets.load_dataset(hub_name, split=split if max_stories is None else f"{split}[:{max_stories}]")
+    except Exception as err:  # ConnectionError, hub/offline errors, a missing package: all mean "no copy here"
+        raise DataError(f"could not load {hub_name} ({split}) through datasets ({type(err).__name__}); "
+                        f"offline, pass data_path= (and val_path=) to a local .txt, .jsonl or .parquet copy") from err
+    return (text for batch in table.iter(batch_size=4096) for text in batch["text"])
+
+
+# ----------------------------------------------------------------------------- token cache
+
+def _tokenize_to_file(stories: Iterable[str], tokenizer: Tokenizer, path: Path, chunk: int = 4096) -> None:
+    """Tokenise in chunks through the batch API, EOS after each story, into a uint16 file written atomically."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # per process: concurrent ranks never collide
+    n_stories = n_tokens = n_bytes = 0
+    tokenizer.encode("")  # loads GPT-2's BPE files first, so the throughput printed below is tokenising alone
+    start = time.perf_counter()
+    try:
+        with open(tmp, "wb") as f:
+            stories = iter(stories)
+            while texts := list(islice(stories, chunk)):
+                ids = tokenizer.encode_batch(texts)
+                for seq in ids:
+                    seq.append(tokenizer.eos_id)
+                count = sum(map(len, ids))
+                f.write(np.fromiter(chain.from_iterable(ids), dtype=np.uint16, count=count).tobytes())
+                n_stories, n_tokens = n_stories + len(texts), n_tokens + count
+                n_bytes += sum(len(text.encode("utf-8")) for text in texts)
+        if n_tokens == 0:
+            raise DataError(f"no stories found for {path.name}; check the data file and max_stories")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)  # a failed or interrupted run leaves no half-written cache behind
+    seconds = time.perf_counter() - start
+    print(f"tokenised {n_stories:,} stories -> {n_tokens:,} {tokenizer.name} tokens in {seconds:.1f}s "
+          f"({n_bytes / 1e6 / seconds:.1f} MB/s of text) -> {path}")
+
+
+def _stream(dataset: str, path, split: str, max_stories: int | None, tokenizer: Tokenizer, cache_dir) -> np.memmap:
+    """One split as cached tokens: a local file keyed by path, size and mtime, a hub split by its name.
+
+    Stories are read (and the hub reached) only on a cache miss, so a cached run works offline.
+    """
+    key = {"tokenizer": tokenizer.name, "vocab_size": tokenizer.vocab_size, "max_stories": max_stories,
+           "split": split}
+    if path is None:
+        key |= {"name": dataset, "source": DATASETS[dataset]}
+    else:
+        path = _checked_file(path)
+        key |= {"name": path.stem, "source": str(path), "size": path.stat().st_size,
+                "mtime_ns": path.stat().st_mtime_ns}
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    cache = Path(cache_dir) / f"{key['name']}-{split}-{tokenizer.name}-{digest}.bin"
+    if not cache.is_file():
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        stories = _hub_stories(dataset, split, max_stories) if path is None else iter_stories(path, max_stories)
+        _tokenize_to_file(stories, tokenizer, cache)
+    return np.memmap(cache, dtype=np.uint16, mode="r")
+
+
+# ----------------------------------------------------------------------------- train / held-out
+
+HELDOUT = ("tail", "validation")
+
+
+@dataclass
+class TokenData:
+    """A train token stream and a held-out one (uint16 memmaps), with what a result file needs to name them."""
+
+    train: np.ndarray
+    heldout: np.ndarray
+    tokenizer_name: str
+    vocab_size: int
+    eos_id: int
+    source: str
+
+
+def load_token_data(dataset: str = "tinystories", data_path=None, val_path=None, tokenizer: str = "gpt2",
+                    max_stories: int | None = 400_000, heldout: str = "tail", heldout_frac: float = 0.03,
+                    cache_dir="outputs/cache", gpt2_dir=None) -> TokenData:
+    """Train and held-out tokens: the hub's TinyStories by default, or the local `data_path`.
+
+    heldout="tail" is the paper's split (the last `heldout_frac` of the train stream); "validation" holds out
+    the official validation split instead (`val_path` for local data), which never overlaps a train story.
+    """
+    if heldout not in HELDOUT:
+        raise DataError(f"unknown heldout {heldout!r}; valid choices: {', '.join(HELDOUT)}")
+    if data_path is None and dataset not in DATASETS:
+        raise DataError(f"unknown dataset {dataset!r}; valid names: {', '.join(DATASETS)} (or pass data_path=)")
+    if heldout == "tail" and not 0 < heldout_frac < 1:
+        raise DataError(f"heldout_frac must lie in (0, 1), got {heldout_frac}")
+    if heldout == "tail" and val_path is not None:
+        raise DataError("val_path is only read with heldout='validation'; drop it or set heldout='validation'")
+    if heldout == "validation" and data_path is not None and val_path is None:
+        raise DataError("heldout='validation' with a local data_path needs val_path= (the validation file)")
+    tok = get_tokenizer(tokenizer, gpt2_dir)
+    train = _stream(dataset, data_path, "train", max_stories, tok, cache_dir)
+    origin = DATASETS[dataset] if data_path is None else Path(data_path).name
+    limit = "all" if max_stories is None else f"first {max_stories:,}"
+    if heldout == "tail":
+        cut = len(train) - round(len(train) * heldout_frac)
+        train, held = train[:cut], train[cut:]
+        held_name = f"last {heldout_frac:.0%} of the train stream"
+    else:
+        held = _stream(dataset, val_path, "validation", None, tok, cache_dir)
+        held_name = "validation split" if val_path is None else Path(val_path).name
+    return TokenData(train=train, heldout=held, tokenizer_name=tok.name, vocab_size=tok.vocab_size,
+                     eos_id=tok.eos_id, source=f"{origin} ({limit} train stories; held out: {held_name})")
+
+
+# ----------------------------------------------------------------------------- batches and eval windows
+
+# Paper eval windows draw from their own stream: training uses (seed, step) and steps never reach 2**31.
+_EVAL_STREAM = 2**31
+
+
+def _windows(tokens: np.ndarray, starts: np.ndarray, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(x, y) int64 for windows beginning at `starts`; y is x shifted by one token."""
+    rows = torch.from_numpy(tokens[starts[:, None] + np.arange(seq_len + 1)].astype(np.int64))
+    return rows[:, :-1].contiguous(), rows[:, 1:].contiguous()
+
+
+def _check_length(tokens: np.ndarray, seq_len: int, what: str) -> None:
+    if len(tokens) < seq_len + 1:
+        raise DataError(f"the {what} stream has {len(tokens):,} tokens, fewer than one window of seq_len + 1 = "
+                        f"{seq_len + 1}; load more stories or use a shorter seq_len")
+
+
+def get_batch(tokens: np.ndarray, step: int, seed: int, batch_size: int, seq_len: int,
+              rank: int = 0, world_size: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    """This rank's share of the global batch at `step`: `batch_size` random windows drawn from (seed, step).
+
+    A pure function of (seed, step), so every variant trains on the same batches at a seed and a resumed
+    run continues exactly; the global batch is the same for any world_size, each rank taking a contiguous slice.
+    """
+    if batch_size % world_size:
+        raise DataError(f"batch_size {batch_size} is not divisible by world_size {world_size}")
+    _check_length(tokens, seq_len, "train")
+    starts = np.random.default_rng([seed, step]).integers(0, len(tokens) - seq_len, size=batch_size)
+    per_rank = batch_size // world_size
+    return _windows(tokens, starts[rank * per_rank:(rank + 1) * per_rank], seq_len)
+
+
+def paper_eval_windows(heldout: np.ndarray, seed: int, n_batches: int = 80, batch_size: int = 64,
+                       seq_len: int = 256) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """The paper's evaluation: `n_batches` random batches of windows, drawn anew for each seed."""
+    _check_length(heldout, seq_len, "held-out")
+    rng = np.random.default_rng([seed, _EVAL_STREAM])
+    starts = rng.integers(0, len(heldout) - seq_len, size=(n_batches, batch_size))
+    return (_windows(heldout, batch, seq_len) for batch in starts)
+
+
+def fixed_eval_windows(heldout: np.ndarray, seq_len: int, max_tokens: int | None = None,
+                       batch_size: int = 64) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Non-overlapping windows over the first `max_tokens` held-out tokens: the same set for every run.
+
+    No seed enters, so a loss difference between two runs is never a difference in the windows scored.
+    """
+    tokens = heldout[:max_tokens]
+    _check_length(tokens, seq_len, "held-out")
+    starts = np.arange((len(tokens) - 1) // seq_len) * seq_len
+    return (_windows(tokens, starts[i:i + batch_size], seq_len) for i in range(0, len(starts), batch_size))

@@ -1,0 +1,250 @@
+"""From a results table to the numbers the report quotes: tests, effect sizes, intervals, trend, verdicts.
+
+The table is tidy, one row per run: `size, variant, seed, params_M` plus metric columns (`val_loss`,
+`ece`, `fixed_loss`, ...). Every metric is read as lower-is-better, and the gap of a comparison is
+`baseline - review`, so a positive gap favours Review.
+
+Why more than the paper's test. The paper compares each baseline with Review by a two-sample Welch t-test
+on per-seed losses. But a seed fixes the batch order and the eval windows for every variant, so the runs
+are paired by seed: seed-to-seed noise is shared, and the per-seed differences carry the signal. The
+Welch test treats that shared noise as error and loses most of its power at three seeds. We keep Welch
+(for fidelity) and add beside it the paired t-test over the seeds both variants have, which is the
+primary test here, with Holm's step-down correction over the whole family of (size, baseline)
+comparisons, since the report reads many p-values at once. Paired CIs, a seeded bootstrap, Cohen's d and
+the paired d_z come with every comparison. With two or three seeds all of these are rough; the
+bootstrap in particular can only resample those few seeds.
+"""
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+REQUIRED = ("size", "variant", "seed", "params_M")
+ALIASES = {"review_neutral": "review"}  # the paper's name for our `review`
+TESTED = ("welch_t", "welch_df", "welch_p", "welch_p_one", "paired_t", "paired_df", "paired_p", "paired_p_one",
+          "cohen_d", "d_z", "test", "p", "ci_low", "ci_high", "boot_low", "boot_high")  # NaN until computed
+
+
+def finished_runs(df: pd.DataFrame) -> pd.DataFrame:
+    """Drop runs whose `status` is not "finished" (a table without `status` is kept whole).
+
+    What was dropped is said in a warning and kept in `attrs["note"]` for the report to quote.
+    """
+    if "status" not in df.columns:
+        return df
+    done = df["status"] == "finished"
+    out = df[done].copy()
+    dropped = df.loc[~done, "status"].fillna("missing")
+    out.attrs["note"] = (f"dropped {len(dropped)} unfinished runs (status: {', '.join(sorted(set(dropped)))})"
+                         if len(dropped) else "")
+    if len(dropped):
+        warnings.warn(out.attrs["note"], stacklevel=2)
+    return out
+
+
+def load_results(source) -> pd.DataFrame:
+    """A tidy results table from a CSV path or a DataFrame: finished runs, `review_neutral` read as `review`."""
+    df = pd.read_csv(source) if isinstance(source, (str, Path)) else source.copy()
+    missing = [c for c in REQUIRED if c not in df.columns]
+    if missing:
+        raise ValueError(f"results table lacks columns {missing}; it needs {list(REQUIRED)} and a metric")
+    df = finished_runs(df)
+    df["size"] = df["size"].astype(str)
+    df["variant"] = df["variant"].replace(ALIASES)
+    df["seed"] = df["seed"].astype(int)
+    repeated = df[df.duplicated(["size", "variant", "seed"], keep=False)]
+    if len(repeated):
+        runs = sorted(set(map(tuple, repeated[["size", "variant", "seed"]].values.tolist())))
+        raise ValueError(f"more than one run for (size, variant, seed): {runs}")
+    return df
+
+
+def size_order(df: pd.DataFrame) -> list:
+    """Sizes from smallest to largest by mean `params_M` (names like "tiny", "60m" do not sort)."""
+    return list(df.groupby("size")["params_M"].mean().sort_values().index)
+
+
+def headline(df, metric: str = "val_loss", reference: str = "review") -> pd.DataFrame:
+    """Mean metric per size (rows, smallest first) and variant (columns, the reference first)."""
+    df = _checked(df, metric, reference)
+    wide = df.pivot_table(index="size", columns="variant", values=metric, aggfunc="mean")
+    return wide.loc[size_order(df), [reference] + _baselines(df, reference)]
+
+
+def holm(pvalues) -> np.ndarray:
+    """Holm's step-down adjusted p-values, in the input order; NaNs (tests not run) stay NaN, outside the family."""
+    p = np.asarray(pvalues, dtype=float)
+    adjusted = np.full_like(p, np.nan)
+    run = np.flatnonzero(~np.isnan(p))
+    order = run[np.argsort(p[run], kind="stable")]
+    m = len(order)
+    # the k-th smallest p is scaled by the m - k hypotheses still standing; the running max keeps the
+    # adjusted values monotone, as the step-down procedure stops at the first non-rejection
+    adjusted[order] = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))
+    return adjusted
+
+
+def compare(df, metric: str = "val_loss", reference: str = "review", alpha: float = 0.05,
+            n_boot: int = 10000, seed: int = 0) -> pd.DataFrame:
+    """One row per (size, baseline): means, SDs, gap, Welch and paired tests, effect sizes, CIs, Holm.
+
+    `p` is the primary test named in `test`: paired over shared seeds when there are two or more, else
+    Welch. `ci_low/ci_high` are its (1 - alpha) t-interval of the gap; `boot_low/boot_high` a percentile
+    bootstrap of the same gap (`n_boot=0` skips it). `p_holm` adjusts `p` over every row, and
+    `significant` is `p_holm < alpha`. `note` says what was not tested and why.
+    """
+    df = _checked(df, metric, reference)
+    rows = []
+    for size in size_order(df):
+        here = df[df["size"] == size]
+        ref = here[here["variant"] == reference].set_index("seed")[metric]
+        if ref.empty:
+            continue
+        for baseline in _baselines(here, reference):
+            base = here[here["variant"] == baseline].set_index("seed")[metric]
+            row = {"size": size, "params_M": here.loc[here["variant"] == reference, "params_M"].mean(),
+                   "baseline": baseline, "metric": metric}
+            row.update(_compare_one(ref, base, reference, baseline, alpha, n_boot, seed))
+            rows.append(row)
+    if not rows:
+        raise ValueError(f"no variant to compare with {reference!r} at any size")
+    out = pd.DataFrame(rows)
+    out["p_holm"] = holm(out["p"])
+    out["significant"] = out["p_holm"] < alpha
+    return out
+
+
+def trend(df, metric: str = "val_loss", reference: str = "review") -> pd.DataFrame:
+    """Gap against log10(Review parameters), one row per baseline: slope per decade, its p-value, r.
+
+    The points are the per-size gaps of the primary test (the mean paired difference, or the difference of
+    means where nothing pairs), not per-seed gaps:
+    a scaling claim is about sizes, and seeds of one size share its model and recipe (steps change with
+    size), so per-seed points would be pseudo-replicates that shrink the p-value. One point per size also
+    weights each size equally when seed counts differ. Fewer than three sizes leave no residual df: p NaN.
+    """
+    table = compare(df, metric, reference, n_boot=0)
+    rows = []
+    for baseline, group in table.groupby("baseline", sort=False):
+        x, y = np.log10(group["params_M"].to_numpy()), _tested_gap(group).to_numpy()
+        keep = ~np.isnan(y)
+        x, y = x[keep], y[keep]
+        row = {"baseline": baseline, "metric": metric, "slope_per_decade": np.nan, "stderr": np.nan,
+               "p": np.nan, "r": np.nan, "n_sizes": len(x)}
+        if len(x) >= 3:
+            fit = stats.linregress(x, y)
+            row.update(slope_per_decade=fit.slope, stderr=fit.stderr, p=fit.pvalue, r=fit.rvalue)
+        elif len(x) == 2:
+            row["slope_per_decade"] = (y[1] - y[0]) / (x[1] - x[0])
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def verdicts(comparison: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
+    """A plain-words verdict per size, built from a `compare` table (its primary test and Holm p).
+
+    `alpha` should match the one given to `compare`. "Trend" is the conventional band: unadjusted
+    p < 2 * alpha without Holm significance.
+    """
+    comparison = comparison.assign(tested_gap=_tested_gap(comparison))
+    rows = []
+    for size, group in comparison.groupby("size", sort=False):
+        parts = [f"vs {r.baseline}: {_verdict(r, alpha)}" for r in group.itertuples()]
+        rows.append({"size": size, "verdict": "; ".join(parts)})
+    return pd.DataFrame(rows)
+
+
+def _checked(df, metric: str, reference: str) -> pd.DataFrame:
+    df = load_results(df)
+    if metric not in df.columns or not pd.api.types.is_numeric_dtype(df[metric]):
+        numeric = [c for c in df.columns if pd.api.types.is_numeric_dtype(df[c]) and c not in REQUIRED]
+        raise ValueError(f"metric {metric!r} is not a numeric column; choose one of {numeric}")
+    df = df.dropna(subset=[metric])  # a run that did not record this metric (an older result file) cannot count
+    if reference not in set(df["variant"]):
+        raise ValueError(f"reference variant {reference!r} not in the table; variants: {sorted(set(df['variant']))}")
+    return df
+
+
+def _baselines(df: pd.DataFrame, reference: str) -> list:
+    return sorted(set(df["variant"]) - {reference})
+
+
+def _tested_gap(table: pd.DataFrame) -> pd.Series:
+    """The gap the primary test is about: the mean paired difference when paired, else the difference of means."""
+    return table["paired_gap"].where(table["test"] == "paired", table["gap"])
+
+
+def _compare_one(ref: pd.Series, base: pd.Series, reference: str, baseline: str,
+                 alpha: float, n_boot: int, seed: int) -> dict:
+    """The statistics of one comparison; `ref` and `base` are the metric indexed by seed."""
+    shared = ref.index.intersection(base.index).sort_values()
+    r, b = ref.to_numpy(), base.to_numpy()
+    diffs = base[shared].to_numpy() - ref[shared].to_numpy()
+    n_ref, n_base, k = len(r), len(b), len(shared)
+    row = {"n_ref": n_ref, "n_base": n_base, "mean_ref": r.mean(), "mean_base": b.mean(), "sd_ref": ref.std(),
+           "sd_base": base.std(), "gap": b.mean() - r.mean(), "paired_n": k,
+           "paired_gap": diffs.mean() if k else np.nan}
+    row.update(dict.fromkeys(TESTED, np.nan), test="none")
+    if max(n_ref, n_base) < 2:
+        return {**row, "note": "one seed: no test"}
+    notes = []
+    if k < max(n_ref, n_base):
+        unpaired = [f"{name} {sorted(set(s.index) - set(shared))}"
+                    for name, s in ((reference, ref), (baseline, base)) if len(s) > k]
+        notes.append(f"paired on the {k} shared seeds (unpaired: {', '.join(unpaired)})")
+    level = 1 - alpha
+    if min(n_ref, n_base) < 2:
+        notes.append(f"one seed of {reference if n_ref < 2 else baseline}: no Welch test")
+    elif _flat(r) and _flat(b):
+        notes.append("no spread in either variant: no Welch test")
+    else:
+        welch = stats.ttest_ind(b, r, equal_var=False)
+        pooled = np.sqrt(((n_ref - 1) * r.var(ddof=1) + (n_base - 1) * b.var(ddof=1)) / (n_ref + n_base - 2))
+        ci = welch.confidence_interval(level)
+        row.update(welch_t=welch.statistic, welch_df=welch.df, welch_p=welch.pvalue,
+                   welch_p_one=stats.ttest_ind(b, r, equal_var=False, alternative="greater").pvalue,
+                   cohen_d=row["gap"] / pooled, test="welch", p=welch.pvalue, ci_low=ci.low, ci_high=ci.high)
+    if k < 2:
+        notes.append("fewer than two shared seeds: no paired test")
+    elif _flat(diffs):
+        notes.append("identical paired differences: no paired test")
+    else:
+        pb, pr = base[shared].to_numpy(), ref[shared].to_numpy()
+        paired = stats.ttest_rel(pb, pr)
+        ci = paired.confidence_interval(level)
+        row.update(paired_t=paired.statistic, paired_df=paired.df, paired_p=paired.pvalue,
+                   paired_p_one=stats.ttest_rel(pb, pr, alternative="greater").pvalue,
+                   d_z=diffs.mean() / diffs.std(ddof=1), test="paired", p=paired.pvalue,
+                   ci_low=ci.low, ci_high=ci.high)
+    if n_boot and row["test"] != "none":
+        rng = np.random.default_rng(seed)  # fresh per comparison, so results do not depend on row order
+        if row["test"] == "paired":  # resample seeds, keeping each seed's pair together
+            boots = rng.choice(diffs, (n_boot, k)).mean(1)
+        else:
+            boots = rng.choice(b, (n_boot, n_base)).mean(1) - rng.choice(r, (n_boot, n_ref)).mean(1)
+        row["boot_low"], row["boot_high"] = np.percentile(boots, [100 * alpha / 2, 100 * (1 - alpha / 2)])
+    return {**row, "note": "; ".join(notes)}
+
+
+def _flat(x: np.ndarray) -> bool:
+    """No spread beyond float rounding: a t statistic would divide by (almost) zero and mean nothing."""
+    return np.ptp(x) <= 1e-12 * max(1.0, np.abs(x).max())
+
+
+def _verdict(r, alpha: float) -> str:
+    if np.isnan(r.p):
+        return f"gap {r.tested_gap:+.4f}, {r.note}"
+    if r.significant:
+        side = "better" if r.tested_gap > 0 else "worse"
+        return f"Review {side} by {abs(r.tested_gap):.4f}, significant after Holm correction (p_holm={_p(r.p_holm)})"
+    if r.p < 2 * alpha and r.tested_gap > 0:
+        return f"trend favouring Review by {r.tested_gap:.4f} (p={_p(r.p)}, not significant after Holm)"
+    if r.p < 2 * alpha:
+        return f"Review worse by {-r.tested_gap:.4f} (p={_p(r.p)}, not significant after Holm)"
+    return f"no gain (gap {r.tested_gap:+.4f}, p={_p(r.p)})"
+
+
+def _p(p: float) -> str:
+    return "<0.001" if p < 0.001 else f"{p:.3f}"

@@ -1,0 +1,176 @@
+"""Training runs you can trust: results, resume after SIGKILL, divergence, locks, sweeps, DDP, CLI errors."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rrlib.config import resolve_run
+from rrlib.sweep import grid, results_table, run_sweep
+from rrlib.train import RunBusy, lr_at, run_lock, train_run
+
+REPO = Path(__file__).resolve().parents[1]
+FAST = {"train": {"steps": 12, "eval_every": 6, "ckpt_every": 6, "log_every": 3, "paper_eval_batches": 2,
+                  "fixed_eval_tokens": 2048}}
+
+
+def cli(*args, **kw):
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "rrlib", *args], cwd=REPO, capture_output=True, text=True,
+                          env=env, timeout=300, **kw)
+
+
+def test_result_file_has_the_paper_columns_and_provenance(tmp_path):
+    result = train_run(resolve_run("tiny", "review", 0, FAST, str(tmp_path)), progress=False)
+    run_dir = tmp_path / "tiny" / "review" / "seed0"
+    assert json.loads((run_dir / "result.json").read_text()) == result
+    for key in ("size", "variant", "seed", "params_M", "steps", "val_loss", "ece", "minutes", "fixed_loss",
+                "non_embedding_params", "flops_per_token", "tokens", "tokens_per_s", "precision", "device",
+                "status", "git_commit"):
+        assert result[key] is not None, key
+    assert result["status"] == "finished" and result["steps"] == 12 and result["precision"] == "fp32"
+    assert result["tokens"] == 12 * 8 * 64
+    assert 0 <= result["ece"] < 1 and result["val_loss"] < 5.6  # below uniform over 257 bytes
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["config"]["model"]["variant"] == "review" and config["git_commit"]
+    lines = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [x["step"] for x in lines if "loss" in x] == [3, 6, 9, 12]
+    assert [x["step"] for x in lines if "fixed_loss" in x] == [6]
+    # restarting a finished run does nothing
+    mtime = (run_dir / "result.json").stat().st_mtime_ns
+    assert train_run(resolve_run("tiny", "review", 0, FAST, str(tmp_path)), progress=False) == result
+    assert (run_dir / "result.json").stat().st_mtime_ns == mtime
+
+
+def test_lr_schedule():
+    t = resolve_run("60m", "review", 0).train
+    assert lr_at(0, t) == pytest.approx(2e-4 / 500)
+    assert lr_at(499, t) == pytest.approx(2e-4)
+    assert lr_at(t.steps, t) == pytest.approx(2e-5)
+    assert lr_at(500 + (t.steps - 500) // 2, t) == pytest.approx(2e-4 * 0.55, rel=1e-3)
+
+
+def test_resume_after_sigkill_is_bitwise(tmp_path):
+    args = ["train", "--size", "tiny", "--variant", "review", "--seed", "1", "--steps", "400",
+            "--ckpt-every", "20", "--eval-every", "1000", "--set", "train.log_every=20"]
+    whole = cli(*args, "--out", str(tmp_path / "a"))
+    assert whole.returncode == 0, whole.stderr
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "rrlib", *args, "--out", str(tmp_path / "b")], cwd=REPO,
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ckpt = tmp_path / "b" / "tiny" / "review" / "seed1" / "ckpt.pt"
+    deadline = time.time() + 120
+    while not ckpt.exists() and time.time() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    run_b = tmp_path / "b" / "tiny" / "review" / "seed1"
+    assert not (run_b / "result.json").exists(), "the run finished before it could be killed"
+    resumed = cli(*args, "--out", str(tmp_path / "b"))
+    assert resumed.returncode == 0, resumed.stderr
+    assert "start step 0" not in resumed.stdout
+    a = json.loads((tmp_path / "a" / "tiny" / "review" / "seed1" / "result.json").read_text())
+    b = json.loads((run_b / "result.json").read_text())
+    assert (a["val_loss"], a["fixed_loss"], a["ece"]) == (b["val_loss"], b["fixed_loss"], b["ece"])
+    logs = lambda d: [x for x in map(json.loads, (d / "metrics.jsonl").read_text().splitlines()) if "loss" in x]
+    assert [x["loss"] for x in logs(run_b)] == [x["loss"] for x in logs(tmp_path / "a" / "tiny" / "review" / "seed1")]
+
+
+def test_sigterm_checkpoints_and_exits(tmp_path):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "rrlib", "train", "--size", "tiny", "--variant", "standard",
+                             "--steps", "100000", "--ckpt-every", "100000", "--out", str(tmp_path)],
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    metrics = tmp_path / "tiny" / "standard" / "seed0" / "metrics.jsonl"
+    deadline = time.time() + 120
+    while (not metrics.exists() or not metrics.read_text()) and time.time() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "checkpoint saved" in err
+    assert (metrics.parent / "ckpt.pt").exists() and not (metrics.parent / "result.json").exists()
+
+
+def test_divergence_is_recorded(tmp_path):
+    over = {"train": {**FAST["train"], "lr": 1e9, "grad_clip": 1e9, "warmup_steps": 1}}
+    result = train_run(resolve_run("tiny", "standard", 0, over, str(tmp_path)), progress=False)
+    assert result["status"] == "diverged" and result["val_loss"] is None
+    assert 0 <= result["diverged_step"] < 12
+
+
+def test_gradient_accumulation_keeps_the_step(tmp_path):
+    base = train_run(resolve_run("tiny", "review", 0, FAST, str(tmp_path / "a")), progress=False)
+    split = {"train": {**FAST["train"], "micro_batch_size": 2}}
+    accum = train_run(resolve_run("tiny", "review", 0, split, str(tmp_path / "b")), progress=False)
+    assert accum["tokens"] == base["tokens"]
+    assert accum["fixed_loss"] == pytest.approx(base["fixed_loss"], abs=1e-4)
+
+
+def test_lock_keeps_a_second_process_out(tmp_path):
+    run = resolve_run("tiny", "review", 0, FAST, str(tmp_path))
+    with run_lock(tmp_path / "tiny" / "review" / "seed0"):
+        with pytest.raises(RunBusy):
+            train_run(run, progress=False)
+
+
+def test_sweep_skips_done_and_shards(tmp_path):
+    assert grid("tiny", seeds=[0, 1], shard=(1, 2)) == [("highway", 0), ("review", 1), ("standard", 1)]
+    lines = []
+    table = run_sweep("tiny", ["review", "standard"], [0], FAST, str(tmp_path), progress=False, log=lines.append)
+    assert sorted(table["variant"]) == ["review", "standard"] and (tmp_path / "tiny" / "results.csv").exists()
+    run_sweep("tiny", ["review", "standard"], [0], FAST, str(tmp_path), progress=False, log=lines.append)
+    assert sum("done already" in x for x in lines) == 2
+    assert list(results_table(str(tmp_path))["size"]) == ["tiny", "tiny"]
+
+
+def test_two_sweeps_at_once_never_run_the_same_run(tmp_path):
+    args = ["sweep", "--size", "tiny", "--variants", "review,standard", "--seeds", "0,1,2", "--steps", "12",
+            "--out", str(tmp_path)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    procs = [subprocess.Popen([sys.executable, "-m", "rrlib", *args], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=600)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    trained = [line.split("]")[1].split(":")[0].strip() for out in outs for line in out.splitlines()
+               if line.startswith("[sweep") and ": finished" in line]
+    assert sorted(trained) == sorted(set(trained)) and len(trained) == 6
+
+
+def test_ddp_two_processes_match_one(tmp_path):
+    common = ["--size", "tiny", "--variant", "review", "--steps", "6", "--set", "train.log_every=3",
+              "--eval-every", "1000", "--set", "train.paper_eval_batches=1", "--set", "train.fixed_eval_tokens=1024"]
+    one = cli("train", *common, "--out", str(tmp_path / "one"))
+    assert one.returncode == 0, one.stderr
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                          "-m", "rrlib", "train", *common, "--out", str(tmp_path / "two")], cwd=REPO, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert two.returncode == 0, two.stderr[-2000:]
+    read = lambda d: [x["loss"] for x in map(json.loads, (d / "tiny/review/seed0/metrics.jsonl").read_text().splitlines())]
+    assert read(tmp_path / "two") == pytest.approx(read(tmp_path / "one"), abs=1e-5)
+    assert json.loads((tmp_path / "two/tiny/review/seed0/result.json").read_text())["world_size"] == 2
+
+
+@pytest.mark.parametrize("args,message", [
+    (["train", "--size", "huge", "--variant", "review"], "unknown size 'huge'; valid sizes:"),
+    (["train", "--size", "tiny", "--variant", "nope"], "unknown variant 'nope'; valid variants:"),
+    (["train", "--size", "tiny", "--variant", "review", "--steps", "-3"], "steps must be a positive"),
+    (["train", "--size", "tiny", "--variant", "review", "--data-path", "missing.txt"], "missing.txt"),
+    (["train", "--size", "tiny", "--variant", "review", "--precision", "fp8"], "valid precisions"),
+    (["sweep", "--size", "tiny", "--shard", "3/2"], "bad shard '3/2'"),
+    (["train", "--size", "tiny", "--variant", "review", "--set", "train.nope=1"], "unknown train setting"),
+])
+def test_cli_errors_are_one_sentence_and_exit_2(tmp_path, args, message):
+    done = tmp_path / "tiny" / "review" / "seed0"
+    done.mkdir(parents=True)
+    (done / "keep.txt").write_text("precious")
+    out = cli(*args, "--out", str(tmp_path))
+    assert out.returncode == 2, out.stderr
+    assert message in out.stderr and "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+    assert (done / "keep.txt").read_text() == "precious"
