@@ -54,9 +54,26 @@ def csv_list(kind):
     return lambda text: [kind(x) for x in text.split(",") if x]
 
 
+# Subcommands that own their arguments: python -m rrlib <name> ... → rrlib.<module>.main(argv)
+DELEGATED = {"bench": "bench", "report": "report"}
+
+
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in DELEGATED:
+        import importlib
+
+        module = importlib.import_module(f"rrlib.{DELEGATED[argv[0]]}")
+        try:
+            return module.main(argv[1:])
+        except (ConfigError, DataError) as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
     parser = argparse.ArgumentParser(prog="python -m rrlib", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
+    for name, text in (("bench", "throughput, MFU and memory per variant"),
+                       ("report", "execute the notebooks and render the report into paper/")):
+        sub.add_parser(name, help=text, add_help=False)
 
     p = sub.add_parser("train", help="train one run (size × variant × seed)")
     p.add_argument("--size", required=True)

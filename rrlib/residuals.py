@@ -282,3 +282,7 @@ class Scaled(ResidualRule):
 
     def write(self, h, i, u):
         return h + self.eps * u
+
+
+# Rules that route across depth live in their own module and register into RULES on import.
+from . import cross_depth  # noqa: E402,F401
