@@ -59,6 +59,9 @@ def write_json_atomic(path: Path, obj: dict) -> None:
 
 
 def git_commit() -> str:
+    """HEAD of the project's checkout (+dirty), or $RRLIB_GIT_COMMIT for a copy made without .git."""
+    if os.environ.get("RRLIB_GIT_COMMIT"):
+        return os.environ["RRLIB_GIT_COMMIT"]
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=PROJECT_ROOT, capture_output=True, text=True,
                              timeout=10)

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The report's evidence (issue 8): the depth ablation (sizes depth2..depth24) and the CPU-scale study
+# (micro, mini, midi), every size's sweep in its own process, JOBS at a time. Finished runs are skipped, so
+# a second call resumes. Extra arguments go to every sweep (e.g. --device cuda --precision fp32).
+#   JOBS=2 bash scripts/study.sh --device cpu
+set -uo pipefail
+cd "$(dirname "$0")/.."
+JOBS=${JOBS:-2}
+SIZES=${SIZES:-"depth24 depth20 depth16 midi depth12 mini depth8 micro depth4 depth2"}
+mkdir -p outputs/logs
+printf '%s\n' $SIZES | xargs -P "$JOBS" -I{} sh -c \
+  'python3 -m rrlib sweep --size {} "$@" > outputs/logs/{}.log 2>&1 && echo "$(date +%T) {} done" || echo "$(date +%T) {} FAILED (outputs/logs/{}.log)"' \
+  sh "$@"
