@@ -225,7 +225,7 @@ def _train(run, run_dir, device, rank, world, accum, stop, progress) -> dict:
         "config": run.to_dict(), "git_commit": git_commit(), "rrlib_version": __version__,
         "torch_version": torch.__version__, "python": platform.python_version(), "device": _device_name(device),
         "precision": precision, "compile": tc.compile, "world_size": world, "grad_accum_steps": accum,
-        "attention": _attention_backend(device), "data_source": data.source, "command": " ".join(sys.argv),
+        "attention": _attention_backend(device), "data_source": data.source, "command": _command_line(),
     }
     if rank == 0:
         write_json_atomic(run_dir / "config.json", header)
@@ -370,6 +370,12 @@ def _finish(run, run_dir, model, header, status, step, minutes_before, clock, st
     if int(os.environ.get("RANK", 0)) == 0:
         write_json_atomic(run_dir / "result.json", result)
     return result
+
+
+def _command_line() -> str:
+    """How this process was started, without the machine's paths (a result file travels between machines)."""
+    prog = "python -m rrlib" if sys.argv[0].endswith("__main__.py") else Path(sys.argv[0]).name
+    return " ".join([prog, *sys.argv[1:]])
 
 
 def _log(fh, record: dict) -> None:
