@@ -365,6 +365,7 @@ def _finish(run, run_dir, model, header, status, step, minutes_before, clock, st
         "n_loops": run.model.n_loops, "lr": tc.lr, "precision": header["precision"], "device": header["device"],
         "world_size": header["world_size"], "git_commit": header["git_commit"],
         "rrlib_version": __version__, "torch_version": torch.__version__, "data_source": header["data_source"],
+        "peak_memory_MB": _peak_memory_mb(next(model.parameters()).device),
         "status": status, "diverged_step": diverged_step, **(evals or {}),
     }
     if int(os.environ.get("RANK", 0)) == 0:
@@ -397,6 +398,15 @@ def _progress_bar(start: int, total: int, enabled: bool):
     from tqdm.auto import tqdm
 
     return tqdm(total=total, initial=start, unit="step", dynamic_ncols=True, leave=False)
+
+
+def _peak_memory_mb(device: torch.device) -> float:
+    """Peak tensor memory on CUDA; on CPU the process's peak resident set (includes Python and data)."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
 
 
 def _device_name(device: torch.device) -> str:
