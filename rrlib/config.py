@@ -115,12 +115,23 @@ def _preset_files(params_dir: Path) -> dict[str, Path]:
     return {p.stem: p for p in sorted(params_dir.glob("*.yaml"))}
 
 
+def _expansion(raw: dict) -> tuple[str, list] | None:
+    """A preset with ``expand: {field: [v1, v2, ...]}`` names one size per value: ``<preset><value>``."""
+    expand = raw.get("expand")
+    if not expand:
+        return None
+    if len(expand) != 1 or next(iter(expand)) not in {f.name for f in dataclasses.fields(ModelConfig)}:
+        raise ConfigError(f"expand must name one model setting with a list of values, got {expand!r}")
+    field_name, values = next(iter(expand.items()))
+    return field_name, list(values)
+
+
 def available_sizes(params_dir: Path = PARAMS_DIR) -> list[str]:
-    """Every size name: one per preset file, and ``<name><L>`` for each depth of a preset with ``depths``."""
+    """Every size name: one per preset file, or ``<name><value>`` per value of a preset's ``expand``."""
     names = []
     for stem, path in _preset_files(params_dir).items():
-        depths = (yaml.safe_load(path.read_text()) or {}).get("depths")
-        names += [f"{stem}{L}" for L in depths] if depths else [stem]
+        expansion = _expansion(yaml.safe_load(path.read_text()) or {})
+        names += [f"{stem}{v}" for v in expansion[1]] if expansion else [stem]
     return names
 
 
@@ -132,23 +143,22 @@ def _merge(obj, overrides: dict, where: str):
     return dataclasses.replace(obj, **overrides)
 
 
-def _load_raw(size: str, params_dir: Path) -> tuple[dict, int | None]:
+def _load_raw(size: str, params_dir: Path) -> tuple[dict, dict]:
+    """The preset's YAML and the model settings its size name implies (for expanded presets)."""
     files = _preset_files(params_dir)
-    if size in files:
-        return yaml.safe_load(files[size].read_text()) or {}, None
+    if size in files and not _expansion(yaml.safe_load(files[size].read_text()) or {}):
+        return yaml.safe_load(files[size].read_text()) or {}, {}
     for stem, path in files.items():
         raw = yaml.safe_load(path.read_text()) or {}
-        if raw.get("depths") and size.startswith(stem) and size[len(stem):].isdigit():
-            if int(size[len(stem):]) in raw["depths"]:
-                return raw, int(size[len(stem):])
+        expansion = _expansion(raw)
+        if expansion and size.startswith(stem) and size[len(stem):] in {str(v) for v in expansion[1]}:
+            return raw, {expansion[0]: int(size[len(stem):])}
     raise ConfigError(f"unknown size {size!r}; valid sizes: {', '.join(available_sizes(params_dir))}")
 
 
 def load_preset(size: str, params_dir: Path = PARAMS_DIR) -> Preset:
-    raw, depth = _load_raw(size, params_dir)
-    model = _merge(ModelConfig(), raw.get("model", {}), "model")
-    if depth is not None:
-        model = dataclasses.replace(model, n_layers=depth)
+    raw, implied = _load_raw(size, params_dir)
+    model = _merge(ModelConfig(), {**raw.get("model", {}), **implied}, "model")
     data = _merge(DataConfig(), raw.get("data", {}), "data")
     train = _merge(TrainConfig(), raw.get("train", {}), "train")
     model.vocab_size = vocab_size(data.tokenizer)

@@ -284,5 +284,13 @@ class Scaled(ResidualRule):
         return h + self.eps * u
 
 
+@register("scaled_loops")
+class ScaledLoops(Scaled):
+    r"""h' = h + (λ/√N)·u: the 1/√N residual scaling that ``scaled``'s λ/(N·√L) is tested against."""
+
+    def __init__(self, shape: StreamShape, lam: float = 1.0):
+        super().__init__(shape, lam=lam, scaling="loops")
+
+
 # Rules that route across depth live in their own module and register into RULES on import.
 from . import cross_depth  # noqa: E402,F401

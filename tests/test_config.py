@@ -48,3 +48,8 @@ def test_overrides_apply_before_matching():
 def test_run_config_round_trips_through_dict():
     run = resolve_run("mini", "highway", 1)
     assert type(run).from_dict(run.to_dict()) == run
+
+
+def test_expanded_presets_set_their_field():
+    assert load_preset("looped8").model.n_loops == 8 and load_preset("looped8").model.n_layers == 2
+    assert "looped1" in available_sizes() and "looped" not in available_sizes()

@@ -45,6 +45,7 @@ def test_review_gate_is_exactly_one_half_at_init():
     ("rezero", lambda h, u: h),
     ("layerscale", lambda h, u: h + 0.1 * u),
     ("scaled", lambda h, u: h + u / math.sqrt(3)),
+    ("scaled_loops", lambda h, u: h + u),
 ])
 def test_write_at_init(name, expected):
     h, u = _hu()
