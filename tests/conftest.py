@@ -26,3 +26,22 @@ def _deterministic():
     torch.manual_seed(0)
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
     yield
+
+
+@pytest.fixture(scope="session")
+def quick_report(tmp_path_factory, shared) -> Path:
+    """One `python -m rrlib report --quick` build in a temporary folder, shared by the notebook and browser tests.
+
+    The folder holds paper/ (the rendered report), runs/ (the run folders) and build/ (executed notebooks).
+    """
+    import subprocess
+    import sys
+
+    root = tmp_path_factory.mktemp("report")
+    command = [sys.executable, "-m", "rrlib", "report", "--quick", "--out", str(root / "paper"), "--runs",
+               str(root / "runs"), "--build", str(root / "build"),
+               "--paper-csv", str(shared / "reference" / "scaling_v8.csv")]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert done.returncode == 0, f"report build failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return root

@@ -1,0 +1,182 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% tags=["colab"]
+# On Colab, fetch and install the project first; anywhere else rrlib is already installed.
+import sys
+
+REPO_URL = "https://github.com/OWNER/rrlib"
+if "google.colab" in sys.modules:
+    import os
+    import subprocess
+
+    if not os.path.isdir("rrlib"):
+        subprocess.run(["git", "clone", "--depth", "1", REPO_URL, "rrlib"], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", "rrlib"], check=True)
+    os.chdir("rrlib")
+    sys.path.insert(0, os.getcwd())
+
+# %% [markdown]
+# # 2 · Depth: convex against additive
+#
+# **Question.** The paper reports that the convex form $h' = (1-r)\odot h + r\odot u$ stops training beyond about
+# 20 blocks, while the additive form $h' = h + r\odot u$ trains at every depth. Notebook 1 gave the argument: the
+# convex form carries the embedding through $\prod(1-r)$, which vanishes with depth. Does the failure show up in
+# real models at a CPU width, for the Review gate and for the classic Highway gate alike, and is the gradient that
+# reaches the embeddings the reason?
+#
+# **Method.** The depth ablation keeps one small recipe and changes only the number of blocks (sizes
+# `depth<L>`). Every rule is trained at every depth and seed, with the same batches at a seed. We read the
+# training curves, the final held-out loss against depth, and, in freshly initialised models, the norm of the
+# gradient that reaches the position embeddings.
+
+# %% tags=["parameters"]
+depths = None  # blocks per model; None means every depth of the depth preset
+variants = ["review", "review_convex", "highway", "highway_convex", "standard"]
+seeds = None  # None means the preset's seeds
+steps = None  # training steps per run; None means the preset's
+out_root = "outputs/runs"  # run folders; finished runs are read, not retrained
+grad_windows = 8  # held-out windows for the gradient at initialisation
+figures_dir = None  # the report's figure folder; None shows figures without writing them
+
+# %%
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+import torch
+
+from rrlib import plots
+from rrlib.config import available_sizes, load_preset, resolve_run
+from rrlib.model import GPT
+from rrlib.sweep import run_sweep
+
+plots.use_style()
+DEPTH_PRESET = "depth"
+if depths is None:
+    depths = sorted(int(s[len(DEPTH_PRESET):]) for s in available_sizes()
+                    if s.startswith(DEPTH_PRESET) and s[len(DEPTH_PRESET):].isdigit())
+preset = load_preset(f"{DEPTH_PRESET}{depths[0]}")
+seeds = list(seeds) if seeds is not None else preset.seeds
+overrides = {"train": {"steps": steps}} if steps is not None else {}
+print(preset.description)
+print(f"depths (blocks): {depths}; variants: {', '.join(variants)}; seeds: {seeds}; "
+      f"d_model {preset.model.d_model}, {preset.model.n_heads} heads, context {preset.model.seq_len}, "
+      f"{steps or preset.train.steps} steps of {preset.train.batch_size} sequences")
+
+# %% [markdown]
+# ## The runs
+#
+# Each depth is one sweep. Finished runs are read from their result files; only missing ones are trained.
+
+# %%
+results = pd.concat([run_sweep(f"{DEPTH_PRESET}{L}", variants, seeds, overrides, out_root) for L in depths],
+                    ignore_index=True)
+results = results[results["variant"].isin(variants) & results["seed"].isin(seeds)]
+results["sublayers"] = 2 * results["n_layers"]
+results[["size", "variant", "seed", "params_M", "steps", "fixed_loss", "val_loss", "status"]]
+
+# %% [markdown]
+# ## Training curves
+#
+# Training loss against training compute (FLOPs), mean over seeds, one panel per depth. A rule that cannot train
+# shows as a curve that stops falling early.
+
+# %%
+curves = pd.concat([plots.loss_curves(out_root, f"{DEPTH_PRESET}{L}", variants, seeds).assign(blocks=L)
+                    for L in depths], ignore_index=True)
+grid = sns.relplot(data=curves, x="flops", y="loss", hue="variant", col="blocks", col_wrap=min(4, len(depths)),
+                   kind="line", errorbar=None, marker="o", markersize=3, markeredgewidth=0,
+                   palette={v: plots.color(v) for v in variants}, height=2.8,
+                   aspect=1.2, facet_kws={"sharex": False})
+grid.set_axis_labels("training FLOPs", "training loss")
+grid.set_titles("{col_name} blocks")
+plots.save_figure(grid.figure, "02_loss_curves", figures_dir)
+plt.show()
+
+# %% [markdown]
+# ## Final loss against depth
+#
+# The held-out loss of every run on the fixed evaluation set (the same windows for every run), mean and SD over
+# seeds. A cross marks a run that diverged.
+
+# %%
+final = results.groupby(["variant", "sublayers"])["fixed_loss"].agg(["mean", "std", "count"]).reset_index()
+fig, ax = plt.subplots(figsize=(7, 4.2))
+for variant in variants:
+    part = final[final["variant"] == variant]
+    ax.errorbar(part["sublayers"], part["mean"], yerr=part["std"].fillna(0), marker="o", capsize=3,
+                color=plots.color(variant), ls="--" if variant.endswith("convex") else "-", label=variant)
+diverged = results[results["status"] != "finished"]
+ax.scatter(diverged["sublayers"], diverged["fixed_loss"], marker="x", color="black", zorder=5,
+           label="diverged" if len(diverged) else None)
+ax.set(xlabel="sublayers (2 per block)", ylabel="held-out loss (fixed set)", title="Final loss against depth")
+ax.legend(fontsize=9)
+plots.save_figure(fig, "02_final_loss_vs_depth", figures_dir)
+plt.show()
+final.pivot(index="sublayers", columns="variant", values="mean")[variants]
+
+# %% [markdown]
+# ## The gradient that reaches the embeddings
+#
+# At initialisation, before any gate has learned anything, we measure $\Vert \partial \mathcal{L} /
+# \partial W_{\mathrm{pos}} \Vert$ on held-out windows: the gradient that arrives at the bottom of the network.
+# Position embeddings rather than token embeddings, because the token table is tied to the output head and its
+# gradient is mostly the head's.
+
+# %%
+batch = plots.heldout_batch(resolve_run(f"{DEPTH_PRESET}{depths[0]}", variants[0], seeds[0], overrides,
+                                        out_root), grad_windows)
+rows = []
+for L in depths:
+    for variant in variants:
+        for seed in seeds:
+            torch.manual_seed(seed)
+            model = GPT(resolve_run(f"{DEPTH_PRESET}{L}", variant, seed, overrides, out_root).model)
+            rows.append({"blocks": L, "sublayers": 2 * L, "variant": variant, "seed": seed,
+                         "grad_norm": plots.position_grad_norm(model, *batch)})
+grads = pd.DataFrame(rows)
+grad_table = grads.pivot_table(index="sublayers", columns="variant", values="grad_norm")[variants]
+grad_table.style.format("{:.2e}")
+
+# %%
+fig, ax = plt.subplots(figsize=(7, 4.2))
+for variant in variants:
+    ax.semilogy(grad_table.index, grad_table[variant], marker="o", color=plots.color(variant),
+                ls="--" if variant.endswith("convex") else "-", label=variant)
+ax.set(xlabel="sublayers (2 per block)", ylabel=r"$\|\partial L / \partial W_{pos}\|$ at init",
+       title="Gradient reaching the position embeddings at initialisation")
+ax.legend(fontsize=9)
+plots.save_figure(fig, "02_embedding_grad_vs_depth", figures_dir)
+plt.show()
+
+# %% [markdown]
+# ## Recap
+
+# %%
+loss = final.pivot(index="sublayers", columns="variant", values="mean")
+shallow, deep = loss.index.min(), loss.index.max()
+pairs = [(convex, additive) for convex, additive in (("review_convex", "review"), ("highway_convex", "highway"))
+         if convex in loss and additive in loss]
+print(f"At {deep // 2} blocks ({deep} sublayers) the held-out loss is "
+      + ", ".join(f"{v} {loss.loc[deep, v]:.3f}" for v in loss.columns) + ".")
+for convex, additive in pairs:
+    print(f"{convex} ends {loss.loc[deep, convex] - loss.loc[deep, additive]:+.3f} against {additive} at "
+          f"{deep // 2} blocks, and {loss.loc[shallow, convex] - loss.loc[shallow, additive]:+.3f} at "
+          f"{shallow // 2} blocks.")
+    ratio = grad_table[convex] / grad_table[additive]
+    print(f"  Its embedding gradient at initialisation is {ratio.loc[grad_table.index.min()]:.2g}× the additive "
+          f"form's at {grad_table.index.min() // 2} blocks and {ratio.loc[grad_table.index.max()]:.2g}× at "
+          f"{grad_table.index.max() // 2} blocks.")
+print(f"{len(diverged)} of {len(results)} runs diverged.")

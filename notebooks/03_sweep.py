@@ -1,0 +1,150 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% tags=["colab"]
+# On Colab, fetch and install the project first; anywhere else rrlib is already installed.
+import sys
+
+REPO_URL = "https://github.com/OWNER/rrlib"
+if "google.colab" in sys.modules:
+    import os
+    import subprocess
+
+    if not os.path.isdir("rrlib"):
+        subprocess.run(["git", "clone", "--depth", "1", REPO_URL, "rrlib"], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", "rrlib"], check=True)
+    os.chdir("rrlib")
+    sys.path.insert(0, os.getcwd())
+
+# %% [markdown]
+# # 3 · The sweep: one size, every variant and seed
+#
+# **Question.** At this size, on this size's recipe, how does Review compare with the Highway and standard
+# residuals, seed by seed?
+#
+# **Method.** One execution of this notebook is one size (the parameter `size`): every variant at every seed,
+# trained through `rrlib.sweep.run_sweep`, which reads finished runs from their result files and trains only what
+# is missing. Baselines are widened until they have at least Review's parameters, and a seed fixes the batches
+# and evaluation windows for every variant, so the comparison is paired by seed. We read the training curves at
+# equal compute, each seed's final loss, and the table of results.
+
+# %% tags=["parameters"]
+size = "tiny"  # one preset from params/
+variants = None  # None means the preset's variants
+seeds = None  # None means the preset's seeds
+steps = None  # training steps per run; None means the preset's
+device = None  # e.g. "cpu" or "cuda"; None means the preset's (auto)
+precision = None  # fp32, tf32 or bf16; None means the preset's (auto)
+out_root = "outputs/runs"  # run folders; finished runs are read, not retrained
+figures_dir = None  # the report's figure folder; None shows figures without writing them
+
+# %%
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+
+from rrlib import plots, stats
+from rrlib.config import count_params, load_preset, resolve_run
+from rrlib.sweep import run_sweep
+
+plots.use_style()
+preset = load_preset(size)
+variants = list(variants) if variants is not None else preset.variants
+seeds = list(seeds) if seeds is not None else preset.seeds
+overrides = {"train": {k: v for k, v in {"steps": steps, "device": device, "precision": precision}.items()
+                       if v is not None}}
+print(f"{size}: {preset.description}")
+
+# %% [markdown]
+# ## The models
+#
+# The resolved configuration of each variant at this size: Review's width, and each baseline widened in steps of
+# the head count until its parameter count reaches Review's.
+
+# %%
+runs = {v: resolve_run(size, v, seeds[0], overrides, out_root) for v in variants}
+pd.DataFrame.from_dict({v: {"d_model": r.model.d_model, "blocks": r.model.n_layers, "heads": r.model.n_heads,
+                            "parameters (M)": round(count_params(r.model) / 1e6, 3), "steps": r.train.steps,
+                            "batch (sequences)": r.train.batch_size, "context": r.model.seq_len}
+                        for v, r in runs.items()}, orient="index")
+
+# %% [markdown]
+# ## Training
+#
+# Finished runs are read back; the others train now, one after another, each with its progress bar.
+
+# %%
+table = run_sweep(size, variants, seeds, overrides, out_root)
+table = table[table["variant"].isin(variants) & table["seed"].isin(seeds)].reset_index(drop=True)
+
+# %% [markdown]
+# ## Training curves at equal compute
+#
+# Training loss against training FLOPs (a widened baseline costs more per step), mean over seeds with the
+# spread across seeds as a band.
+
+# %%
+curves = plots.loss_curves(out_root, size, variants, seeds)
+fig, ax = plt.subplots(figsize=(7, 4.2))
+sns.lineplot(data=curves, x="flops", y="loss", hue="variant", palette={v: plots.color(v) for v in variants},
+             errorbar=("pi", 100), ax=ax)
+ax.set(xlabel="training FLOPs", ylabel="training loss", title=f"{size}: training curves")
+plots.save_figure(fig, f"03_{size}_loss_curves", figures_dir)
+plt.show()
+
+# %% [markdown]
+# ## Final loss, seed by seed
+#
+# Held-out loss on the fixed evaluation set (the same windows for every run). Lines join the runs of one seed:
+# the paired design shows as lines that move together.
+
+# %%
+fig, ax = plt.subplots(figsize=(6, 4))
+order = {v: k for k, v in enumerate(variants)}
+for seed, runs_of_seed in table.groupby("seed"):
+    runs_of_seed = runs_of_seed.sort_values("variant", key=lambda s: s.map(order))
+    ax.plot(runs_of_seed["variant"], runs_of_seed["fixed_loss"], color="grey", alpha=0.5, lw=1)
+sns.stripplot(data=table, x="variant", y="fixed_loss", hue="variant", order=variants,
+              palette={v: plots.color(v) for v in variants}, size=8, jitter=False, legend=False, ax=ax)
+ax.set(xlabel="", ylabel="held-out loss (fixed set)", title=f"{size}: final loss per seed")
+plots.save_figure(fig, f"03_{size}_final_loss", figures_dir)
+plt.show()
+
+# %% [markdown]
+# ## Results table
+#
+# One row per run: the paper's columns first (`val_loss` and `ece` by the paper's evaluation protocol), then the
+# fixed-set loss and ECE, and what each run cost.
+
+# %%
+columns = ["variant", "seed", "params_M", "steps", "val_loss", "ece", "fixed_loss", "fixed_ece", "tokens",
+           "tokens_per_param", "minutes", "device", "precision", "status"]
+table[columns]
+
+# %% [markdown]
+# ## Recap
+
+# %%
+summary = table.groupby("variant")["fixed_loss"].agg(["mean", "std", "count"]).loc[
+    [v for v in variants if v in set(table["variant"])]]
+print(f"{size}: {len(table)} runs ({', '.join(f'{v} {n}' for v, n in summary['count'].items())}); "
+      f"{int((table['status'] != 'finished').sum())} did not finish.")
+print("Mean held-out loss (fixed set): " + ", ".join(
+    f"{v} {row['mean']:.4f}" + (f" ± {row['std']:.4f}" if row["count"] > 1 else "")
+    for v, row in summary.iterrows()) + ".")
+if "review" in summary.index and len(summary) > 1:
+    comparison = stats.compare(table, metric="fixed_loss")
+    for _, row in stats.verdicts(comparison).iterrows():
+        print(f"Against each baseline (gap = baseline − review, paired by seed where possible): {row['verdict']}.")

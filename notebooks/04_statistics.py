@@ -1,0 +1,267 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% tags=["colab"]
+# On Colab, fetch and install the project first; anywhere else rrlib is already installed.
+import sys
+
+REPO_URL = "https://github.com/OWNER/rrlib"
+if "google.colab" in sys.modules:
+    import os
+    import subprocess
+
+    if not os.path.isdir("rrlib"):
+        subprocess.run(["git", "clone", "--depth", "1", REPO_URL, "rrlib"], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", "rrlib"], check=True)
+    os.chdir("rrlib")
+    sys.path.insert(0, os.getcwd())
+
+# %% [markdown]
+# # 4 · Statistics: does the gain emerge with scale?
+#
+# **Question.** The paper reports no gain for Review from 60M to 320M parameters and a significant one at 590M and
+# 1B, each by a Welch t-test over three seeds. Does that reading survive the test its design calls for (paired by
+# seed) with a correction for the many p-values read at once? How wide are the intervals, how does the gap move
+# with scale, what happens to calibration, and how much training did each size get?
+#
+# **Method.** The paper's 42 runs (its published CSV) and ours (every finished result under the run folders) go
+# through the same functions of `rrlib.stats`; series that turn one dial at a fixed width, like the depth ablation
+# of notebook 2, are not points on the scale axis and stay out. A seed fixes the batch order and evaluation windows
+# for every variant, so per-seed differences carry the signal; we keep the paper's Welch test beside the paired
+# test, and correct the paired p-values with Holm's step-down procedure over each family of (size, baseline)
+# comparisons. Gaps are `baseline − review`: positive favours Review. For the paper we read its `val_loss`; for our
+# runs the loss on the fixed held-out set, identical for every run.
+
+# %% tags=["parameters"]
+out_root = "outputs/runs"  # our run folders, every size found there
+paper_csv = "../shared/reference/scaling_v8.csv"  # the paper's runs, relative to the project root
+variants = ["review", "highway", "standard"]  # the paper's comparison
+alpha = 0.05
+n_boot = 10000  # bootstrap resamples per comparison
+figures_dir = None  # the report's figure folder; None shows figures without writing them
+
+# %%
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from rrlib import plots, stats
+from rrlib.config import ModelConfig, TrainConfig
+from rrlib.sweep import results_table
+from rrlib.train import project_path
+
+plots.use_style()
+pd.set_option("display.float_format", "{:.4g}".format)
+
+# %% [markdown]
+# ## The runs
+
+# %%
+paper_path = project_path(paper_csv)
+paper = stats.load_results(paper_path) if paper_path.exists() else None
+ours = results_table(out_root)
+ours = ours[ours["size"].isin(plots.standalone_sizes(ours["size"].unique())) & ours["variant"].isin(variants)]
+ours = stats.load_results(ours) if len(ours) else None
+
+
+def usable(df):
+    """A table the comparison can read: Review and at least one baseline."""
+    return df is not None and "review" in set(df["variant"]) and df["variant"].nunique() > 1
+
+
+# each source with the metric its comparison reads
+sources = {name: (df, metric) for name, df, metric in (("paper", paper, "val_loss"), ("ours", ours, "fixed_loss"))
+           if usable(df)}
+for name, (df, metric) in sources.items():
+    counts = df.groupby("size").size().loc[stats.size_order(df)]
+    print(f"{name}: {len(df)} finished runs, metric {metric}; runs per size: "
+          + ", ".join(f"{s} {n}" for s, n in counts.items()))
+for name, df in (("paper", paper), ("ours", ours)):
+    if name not in sources:
+        print(f"{name}: no table with Review and a baseline found, left out")
+if not sources:
+    raise SystemExit(f"no results to compare: neither {paper_csv} nor finished runs under {out_root}")
+
+# %% [markdown]
+# ## Headline: mean loss per size and variant
+
+# %%
+for name, (df, metric) in sources.items():
+    print(f"{name} ({metric}, mean over seeds)")
+    display(stats.headline(df, metric))
+
+# %% [markdown]
+# ## The paper's test beside the paired test
+#
+# For each size and baseline: the gap, the paper's Welch p-value, the paired p-value over shared seeds, the paired
+# p-value after Holm's correction, the 95% t-interval of the gap, a percentile bootstrap of it, and the paired
+# effect size $d_z$ (mean difference over its SD).
+
+# %%
+comparisons = {name: stats.compare(df, metric, alpha=alpha, n_boot=n_boot) for name, (df, metric) in sources.items()}
+shown = ["size", "params_M", "baseline", "gap", "welch_p", "paired_p", "p_holm", "ci_low", "ci_high", "boot_low",
+         "boot_high", "d_z", "significant"]
+for name, table in comparisons.items():
+    print(name)
+    display(table[shown])
+
+# %% [markdown]
+# ## The emergence curve
+#
+# The gap against Review's parameter count, with its 95% interval, for the paper's sizes and for ours. The
+# interactive version shows each point's tests on hover.
+
+# %%
+def tested_gap(table):
+    """The gap each row's primary test is about: the mean paired difference when paired, else of means."""
+    return table["paired_gap"].where(table["test"] == "paired", table["gap"])
+
+
+curve = pd.concat([table.assign(source=name, tested_gap=tested_gap(table)) for name, table in comparisons.items()],
+                  ignore_index=True)
+curve["err_low"] = (curve["tested_gap"] - curve["ci_low"]).fillna(0)
+curve["err_high"] = (curve["ci_high"] - curve["tested_gap"]).fillna(0)
+
+sources_shown = list(comparisons)
+fig = make_subplots(rows=1, cols=len(sources_shown), subplot_titles=sources_shown)
+for col, source in enumerate(sources_shown, 1):
+    for baseline, part in curve[curve["source"] == source].groupby("baseline", sort=False):
+        fig.add_trace(go.Scatter(
+            x=part["params_M"], y=part["tested_gap"], name=f"{source}: vs {baseline}", mode="lines+markers",
+            marker=dict(color=plots.color(baseline), size=9), line=dict(color=plots.color(baseline)),
+            error_y=dict(type="data", symmetric=False, array=part["err_high"], arrayminus=part["err_low"]),
+            customdata=part[["size", "welch_p", "paired_p", "p_holm"]].to_numpy(),
+            hovertemplate="%{customdata[0]}: gap %{y:+.4f}<br>Welch p %{customdata[1]:.3f}<br>paired p "
+                          "%{customdata[2]:.3f}<br>Holm p %{customdata[3]:.3f}<extra></extra>"), row=1, col=col)
+    fig.add_hline(y=0, line=dict(color="grey", dash="dot"), row=1, col=col)
+    fig.update_xaxes(type="log", title_text="Review parameters (M)", row=1, col=col)
+fig.update_yaxes(title_text="loss gap (positive favours Review)", row=1, col=1)
+fig.update_layout(title="Gap (baseline − review) against parameters, with 95% intervals", template="plotly_white",
+                  height=450)
+plots.show_plotly(fig)
+
+# %%
+fig, axes = plt.subplots(1, len(sources_shown), figsize=(6 * len(sources_shown), 4.2), squeeze=False)
+for ax, source in zip(axes[0], sources_shown):
+    for baseline, part in curve[curve["source"] == source].groupby("baseline", sort=False):
+        ax.errorbar(part["params_M"], part["tested_gap"], yerr=[part["err_low"], part["err_high"]], capsize=3,
+                    marker="o", color=plots.color(baseline), label=f"vs {baseline}")
+    ax.axhline(0, color="grey", ls=":", lw=1)
+    ax.set(xscale="log", xlabel="Review parameters (M)", title=source)
+    ax.legend(fontsize=9)
+axes[0, 0].set_ylabel("loss gap (positive favours Review)")
+fig.suptitle("The emergence curve, with 95% intervals")
+plots.save_figure(fig, "04_emergence_curve", figures_dir)
+plt.show()
+
+# %% [markdown]
+# ## The trend over scale
+#
+# A line through the per-size gaps against $\log_{10}$ parameters: the slope per decade and its p-value (one point
+# per size; seeds of one size are not independent points on the scale axis).
+
+# %%
+trends = {name: stats.trend(df, metric) for name, (df, metric) in sources.items()}
+for name, table in trends.items():
+    print(name)
+    display(table)
+
+# %% [markdown]
+# ## Calibration
+#
+# Expected calibration error (15 equal-width bins of top-1 confidence), the paper's `ece` and, for our runs, the
+# ECE on the fixed held-out set. Lower is better, so a positive gap again favours Review.
+
+# %%
+ece_metric = {"paper": "ece", "ours": "fixed_ece"}
+ece = {name: stats.compare(df, ece_metric[name], alpha=alpha, n_boot=0) for name, (df, _) in sources.items()}
+for name, (df, _) in sources.items():
+    print(f"{name} ({ece_metric[name]}, mean over seeds)")
+    display(stats.headline(df, ece_metric[name]))
+    display(ece[name][["size", "baseline", "gap", "welch_p", "paired_p", "p_holm", "significant"]])
+
+# %% [markdown]
+# ## Tokens per parameter: the context the paper leaves out
+#
+# The paper gives every size a similar number of steps of 64 × 256 tokens, whatever its parameter count (the table
+# reads the steps from its CSV), so larger models see fewer tokens per parameter. For scale, the compute-optimal
+# ratio of Hoffmann et al. (2022) is about 20 tokens per parameter.
+
+# %%
+COMPUTE_OPTIMAL_TOKENS_PER_PARAM = 20  # Hoffmann et al. 2022, "Training Compute-Optimal Large Language Models"
+tokens_per_step = TrainConfig().batch_size * ModelConfig().seq_len  # the paper's batch: 64 sequences of 256
+budget = []
+if "paper" in sources:
+    p = paper[paper["variant"] == "review"].groupby("size")[["params_M", "steps"]].mean()
+    budget.append(p.assign(source="paper", tokens=p["steps"] * tokens_per_step))
+if "ours" in sources:
+    o = ours[ours["variant"] == "review"].groupby("size")[["params_M", "steps", "tokens"]].mean()
+    budget.append(o.assign(source="ours"))
+budget = pd.concat(budget).reset_index().sort_values("params_M")
+budget["tokens_per_param"] = budget["tokens"] / (budget["params_M"] * 1e6)
+budget[["source", "size", "params_M", "steps", "tokens", "tokens_per_param"]]
+
+# %%
+fig, ax = plt.subplots(figsize=(7, 4))
+for source, part in budget.groupby("source"):
+    ax.plot(part["params_M"], part["tokens_per_param"], marker="o" if source == "paper" else "D", label=source)
+    for _, row in part.iterrows():
+        ax.annotate(row["size"], (row["params_M"], row["tokens_per_param"]), textcoords="offset points",
+                    xytext=(4, 4), fontsize=8)
+ax.axhline(COMPUTE_OPTIMAL_TOKENS_PER_PARAM, color="grey", ls=":", label="compute-optimal (≈20)")
+ax.set(xscale="log", yscale="log", xlabel="Review parameters (M)", ylabel="training tokens per parameter",
+       title="How much training each size got")
+ax.legend(fontsize=9)
+plots.save_figure(fig, "04_tokens_per_parameter", figures_dir)
+plt.show()
+
+# %% [markdown]
+# ## Verdicts
+#
+# Each size in words, from its primary test (paired where seeds pair) and the Holm-adjusted p-value.
+
+# %%
+for name, table in comparisons.items():
+    print(f"{name}:")
+    for _, row in stats.verdicts(table, alpha).iterrows():
+        print(f"  At {row['size']}, {row['verdict']}.")
+
+# %% [markdown]
+# ## Recap
+
+# %%
+for name, table in comparisons.items():
+    welch_sig = sorted(set(table.loc[table["welch_p"] < alpha, "size"]), key=list(table["size"]).index)
+    holm_sig = sorted(set(table.loc[table["significant"], "size"]), key=list(table["size"]).index)
+    print(f"{name}: the Welch test gives p < {alpha} at {', '.join(welch_sig) or 'no size'}; the paired test with "
+          f"Holm's correction finds a significant gap at {', '.join(holm_sig) or 'no size'} "
+          f"({int(table['significant'].sum())} of {len(table)} comparisons).")
+    best = table.loc[tested_gap(table).idxmax()]
+    print(f"  The largest gap is {tested_gap(table).max():+.4f} (vs {best['baseline']} at {best['size']}, "
+          f"95% CI {best['ci_low']:+.4f} to {best['ci_high']:+.4f}).")
+    for _, row in trends[name].iterrows():
+        if not np.isnan(row["slope_per_decade"]):
+            print(f"  Against {row['baseline']} the gap grows by {row['slope_per_decade']:+.4f} per decade of "
+                  f"parameters over {row['n_sizes']} sizes (p = {row['p']:.3f}).")
+    worse_ece = ece[name].loc[ece[name]["gap"] < 0, ["size", "baseline"]]
+    print(f"  Review's calibration error is higher than the baseline's in {len(worse_ece)} of {len(ece[name])} "
+          "(size, baseline) cells.")
+for source, part in budget.groupby("source"):
+    low, high = part["tokens_per_param"].min(), part["tokens_per_param"].max()
+    print(f"{source}: {low:.2f}–{high:.2f} training tokens per parameter, "
+          f"{low / COMPUTE_OPTIMAL_TOKENS_PER_PARAM:.1%}–{high / COMPUTE_OPTIMAL_TOKENS_PER_PARAM:.1%} of the "
+          "compute-optimal ratio.")

@@ -1,0 +1,89 @@
+"""The rendered report, opened in a real browser (headless Chromium) with no network: do the figures render?
+
+Each page is loaded from a copy that carries a small probe script; after the page's own scripts have run, the
+probe writes what the browser sees (images decoded, plotly SVG nodes drawn, script errors) into the DOM, which
+Chromium dumps. Skipped where Chromium is not installed (Debian: apt-get install chromium).
+"""
+import html
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="needs Chromium (Debian: apt-get install chromium)")
+
+PROBE = """<script>
+window.__probeErrors = [];
+window.addEventListener("error", e => window.__probeErrors.push(String(e.message || e.type)));
+window.addEventListener("load", () => setTimeout(() => {
+  const images = Array.from(document.images);
+  const seen = {
+    images: images.length,
+    broken: images.filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.alt || i.src.slice(0, 80)),
+    plots: document.querySelectorAll(".plotly-graph-div").length,
+    drawn: document.querySelectorAll(".plotly-graph-div svg.main-svg").length,
+    errors: window.__probeErrors,
+  };
+  const out = document.createElement("pre");
+  out.id = "rrlib-probe";
+  out.textContent = JSON.stringify(seen);
+  document.body.appendChild(out);
+}, 500));
+</script>"""
+
+
+def browse(page: Path, profile: Path) -> dict:
+    """What Chromium sees on ``page`` once loaded, with every network request refused."""
+    probe = page.with_name(f"probe-{page.name}")  # beside the page, so relative links resolve the same
+    probe.write_text(page.read_text(encoding="utf-8").replace("<head>", "<head>" + PROBE, 1), encoding="utf-8")
+    try:
+        dom = subprocess.run(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             "--proxy-server=127.0.0.1:9", "--proxy-bypass-list=<-loopback>",  # no network: a fetch would fail
+             f"--user-data-dir={profile}", "--virtual-time-budget=15000", "--dump-dom", probe.as_uri()],
+            capture_output=True, text=True, timeout=180).stdout
+    finally:
+        probe.unlink()
+    found = re.search(r'<pre id="rrlib-probe">(.*?)</pre>', dom, re.S)
+    assert found, f"{page.name}: the page never finished loading"
+    return json.loads(html.unescape(found.group(1)))
+
+
+@pytest.fixture(scope="module")
+def seen(quick_report, tmp_path_factory):
+    """Every page of the quick report as the browser saw it."""
+    paper = quick_report / "paper"
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    return {page.name: browse(page, profile) for page in sorted(paper.glob("*.html"))}
+
+
+def test_every_page_loads_without_script_errors_or_broken_images(seen):
+    assert "index.html" in seen and len(seen) >= 9  # index + four notebooks, each full and reader's
+    for name, page in seen.items():
+        assert page["errors"] == [], f"{name}: script errors {page['errors']}"
+        assert page["broken"] == [], f"{name}: images that did not load: {page['broken']}"
+        assert page["images"] > 0, f"{name}: no image at all"
+
+
+def test_plotly_figures_draw_offline(seen, quick_report):
+    interactive = {name: page for name, page in seen.items() if page["plots"]}
+    assert {"04_statistics.html", "04_statistics.reader.html"} <= set(interactive)
+    for name, page in interactive.items():
+        assert page["drawn"] >= page["plots"], f"{name}: {page['plots']} plotly figures, {page['drawn']} SVGs drawn"
+    for page in (quick_report / "paper").glob("*.html"):
+        sources = re.findall(r"<script[^>]*\bsrc=[\"']([^\"']+)", page.read_text(encoding="utf-8"))
+        assert sources == [], f"{page.name} fetches scripts: {sources}"
+
+
+def test_index_links_resolve(quick_report):
+    paper = quick_report / "paper"
+    index = (paper / "index.html").read_text(encoding="utf-8")
+    targets = re.findall(r'(?:href|src)="([^"#]+)"', index)
+    assert targets
+    for target in targets:
+        assert (paper / target).is_file(), f"index.html links a missing {target}"
