@@ -48,6 +48,7 @@ if "google.colab" in sys.modules:
 out_root = "outputs/runs"  # our run folders, every size found there
 paper_csv = "../shared/reference/scaling_v8.csv"  # the paper's runs, relative to the project root
 variants = ["review", "highway", "standard"]  # the paper's comparison
+exclude_sizes = ["tiny", "family"]  # not points on the scale axis: the smoke test, and notebook 05's comparison
 alpha = 0.05
 n_boot = 10000  # bootstrap resamples per comparison
 figures_dir = None  # the report's figure folder; None shows figures without writing them
@@ -74,7 +75,8 @@ pd.set_option("display.float_format", "{:.4g}".format)
 paper_path = project_path(paper_csv)
 paper = stats.load_results(paper_path) if paper_path.exists() else None
 ours = results_table(out_root)
-ours = ours[ours["size"].isin(plots.standalone_sizes(ours["size"].unique())) & ours["variant"].isin(variants)]
+ours = ours[ours["size"].isin(plots.standalone_sizes(ours["size"].unique())) & ~ours["size"].isin(exclude_sizes)
+            & ours["variant"].isin(variants)]
 ours = stats.load_results(ours) if len(ours) else None
 
 

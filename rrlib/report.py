@@ -52,7 +52,8 @@ NOTEBOOKS = (
     Notebook("03_sweep", "One size: every variant and seed, training curves at equal compute, the results "
              "table.", per_size=True),
     Notebook("04_statistics", "The paper's runs and ours through the same tests: Welch beside paired with Holm, "
-             "intervals, the emergence curve, calibration, tokens per parameter.", quick={"n_boot": 1000}),
+             "intervals, the emergence curve, calibration, tokens per parameter.",
+             quick={"n_boot": 1000, "exclude_sizes": []}),
     Notebook("05_related_methods", "The family in one harness: AttnRes, Block and Delta AttnRes, MGR, "
              "Hyper-Connections and mHC beside Review and standard, and learning-rate transfer in looped models.",
              quick={"size": "tiny", "variants": ["standard", "review", "attnres", "attnres_block", "delta_attnres",
@@ -224,22 +225,51 @@ def abstract(runs: Path, sizes: list[str], paper_csv: Path) -> list[str]:
         lines.append(f"Of the paper's {len(table)} (size, baseline) comparisons, its Welch test reaches p < 0.05 at "
                      f"{', '.join(welch) or 'no size'}; the paired test with Holm's correction finds Review "
                      f"significantly better at {', '.join(paired) or 'no size'}.")
-    ours = results_table(runs)
-    ours = ours[ours["size"].isin(sizes)]
-    if "status" in ours:
-        ours = ours[ours["status"] == "finished"]
+    everything = results_table(runs)
+    if "status" in everything:
+        everything = everything[everything["status"] == "finished"]
+    lines += depth_finding(everything)
+    studied = [s for s in sizes if s not in QUICK_SIZES] or sizes  # the smoke-test size is no evidence
+    ours = everything[everything["size"].isin(studied) & everything["variant"].isin(["review", "highway", "standard"])]
     if "review" in set(ours["variant"]) and ours["variant"].nunique() > 1:
         verdicts = stats.verdicts(stats.compare(ours, "fixed_loss", n_boot=0))
-        lines.append(f"Our {len(ours)} runs at {', '.join(sizes)}, on the fixed held-out set: "
+        lines.append(f"Our {len(ours)} runs at {', '.join(studied)}, on the fixed held-out set: "
                      + " ".join(f"At {r.size}, {r.verdict}." for r in verdicts.itertuples()))
     return lines
+
+
+def depth_finding(results) -> list[str]:
+    """One sentence on the depth ablation: from which depth each convex form trails its additive twin."""
+    depth = results[results["size"].str.startswith("depth")]
+    if depth.empty:
+        return []
+    mean = depth.groupby(["n_layers", "variant"])["fixed_loss"].mean().unstack()
+    parts = []
+    for convex, additive in (("review_convex", "review"), ("highway_convex", "highway")):
+        if {convex, additive} <= set(mean.columns):
+            behind = mean.index[(mean[convex] - mean[additive]) > 0.1]  # 0.1 nats: far beyond seed spread here
+            parts.append(f"{convex} trails {additive} by more than 0.1 in loss from {behind.min()} blocks on "
+                         f"(at {mean.index.max()} blocks: {mean.loc[mean.index.max(), convex]:.3f} against "
+                         f"{mean.loc[mean.index.max(), additive]:.3f})" if len(behind) else
+                         f"{convex} stays within 0.1 of {additive} at every depth up to {mean.index.max()} blocks")
+    return [f"Depth ablation ({len(depth)} runs): " + "; ".join(parts) + "."] if parts else []
+
+
+def _size_key(page: str, notebook: str) -> int:
+    """Parameters of the model a per-size page is about, so pages read from the smallest size up."""
+    size = page.removeprefix(notebook + "_").removesuffix(".reader.html")
+    try:
+        return count_params(load_preset(size).model)
+    except ConfigError:
+        return 0
 
 
 def rendered_pages(out: Path) -> list[tuple[Notebook, str, str]]:
     """(notebook, page stem, title) for every page of ``NOTEBOOKS`` found in ``out``, in reading order."""
     pages = []
     for nb in NOTEBOOKS:
-        found = sorted(out.glob(f"{nb.name}_*.reader.html")) if nb.per_size else [out / f"{nb.name}.reader.html"]
+        found = (sorted(out.glob(f"{nb.name}_*.reader.html"), key=lambda p: _size_key(p.name, nb.name)) if nb.per_size
+                 else [out / f"{nb.name}.reader.html"])
         for reader in found:
             if reader.exists():
                 stem = reader.name.removesuffix(".reader.html")
@@ -304,7 +334,7 @@ def parse_args(argv):
     p = argparse.ArgumentParser(prog="python -m rrlib report", description=__doc__.splitlines()[0])
     p.add_argument("--sizes", nargs="+", default=None,
                    help="sizes for the sweep notebook, one execution each (default: every size with results "
-                        "under --runs; tiny with --quick)")
+                        "under --runs, after tiny; tiny alone with --quick)")
     p.add_argument("--quick", action="store_true",
                    help="tiny parameters for CI; folders default to build/quick/{paper,runs}")
     p.add_argument("--out", default=None, help="where the rendered report goes (default: paper)")
@@ -347,7 +377,9 @@ def main(argv=None) -> int:
             print(f"[report] {nb.name}: skipped, no results for size {nb.requires!r} under {_shown(runs)} yet "
                   f"(python -m rrlib sweep --size {nb.requires}, or --only {nb.name} to train them now)", flush=True)
             notebooks.remove(nb)
-    sizes = args.sizes or (QUICK_SIZES if args.quick else sizes_with_results(runs) or QUICK_SIZES)
+    # by default the tiny sweep runs (seconds on a CPU), then every size that has results is read back
+    sizes = args.sizes or (QUICK_SIZES if args.quick else
+                           QUICK_SIZES + [s for s in sizes_with_results(runs) if s not in QUICK_SIZES])
     for size in sizes:
         load_preset(size)  # an unknown size fails here, before anything runs
     paper_csv = project_path(args.paper_csv)

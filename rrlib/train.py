@@ -375,8 +375,9 @@ def _finish(run, run_dir, model, header, status, step, minutes_before, clock, st
 
 def _command_line() -> str:
     """How this process was started, without the machine's paths (a result file travels between machines)."""
-    prog = "python -m rrlib" if sys.argv[0].endswith("__main__.py") else Path(sys.argv[0]).name
-    return " ".join([prog, *sys.argv[1:]])
+    if sys.argv[0].endswith("__main__.py"):
+        return " ".join(["python -m rrlib", *sys.argv[1:]])
+    return f"{Path(sys.argv[0]).name} (through the Python API)"  # e.g. a notebook kernel: its arguments are not ours
 
 
 def _log(fh, record: dict) -> None:
