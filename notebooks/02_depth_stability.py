@@ -162,6 +162,14 @@ plots.save_figure(fig, "02_embedding_grad_vs_depth", figures_dir)
 plt.show()
 
 # %% [markdown]
+# ## Provenance
+#
+# What produced these results, read from the result files: code commit, device, precision, data.
+
+# %%
+plots.provenance(results)
+
+# %% [markdown]
 # ## Recap
 
 # %%

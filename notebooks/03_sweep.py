@@ -134,6 +134,14 @@ columns = ["variant", "seed", "params_M", "steps", "val_loss", "ece", "fixed_los
 table[columns]
 
 # %% [markdown]
+# ## Provenance
+#
+# What produced these results, read from the result files: code commit, device, precision, data.
+
+# %%
+plots.provenance(table)
+
+# %% [markdown]
 # ## Recap
 
 # %%

@@ -243,6 +243,14 @@ for name, table in comparisons.items():
         print(f"  At {row['size']}, {row['verdict']}.")
 
 # %% [markdown]
+# ## Provenance
+#
+# What produced these results, read from the result files: code commit, device, precision, data.
+
+# %%
+plots.provenance(ours) if ours is not None else "no runs of ours yet"
+
+# %% [markdown]
 # ## Recap
 
 # %%

@@ -178,6 +178,14 @@ best_lr = best.pivot(index="variant", columns="loops", values="lr").loc[loop_var
 best_lr
 
 # %% [markdown]
+# ## Provenance
+#
+# What produced these results, read from the result files: code commit, device, precision, data.
+
+# %%
+plots.provenance(table)
+
+# %% [markdown]
 # ## Recap
 
 # %%

@@ -270,7 +270,7 @@ def load_token_data(dataset: str = "tinystories", data_path=None, val_path=None,
     tok = get_tokenizer(tokenizer, gpt2_dir)
     train = _stream(dataset, data_path, "train", max_stories, tok, cache_dir)
     origin = DATASETS[dataset] if data_path is None else Path(data_path).name
-    limit = "all" if max_stories is None else f"first {max_stories:,}"
+    limit = "all" if max_stories is None else f"at most the first {max_stories:,}"
     if heldout == "tail":
         cut = len(train) - round(len(train) * heldout_frac)
         train, held = train[:cut], train[cut:]

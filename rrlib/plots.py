@@ -220,3 +220,10 @@ def position_grad_norm(model: GPT, x: torch.Tensor, y: torch.Tensor) -> float:
     norm = model.wpe.weight.grad.norm().item()
     model.zero_grad(set_to_none=True)
     return norm
+
+
+def provenance(results: pd.DataFrame) -> pd.DataFrame:
+    """What produced a table of runs, per size: commit, device, precision, data, torch (from the result files)."""
+    columns = [c for c in ("git_commit", "device", "precision", "data_source", "torch_version") if c in results]
+    return (results.groupby("size")[columns].agg(lambda s: ", ".join(sorted(set(map(str, s.dropna())))))
+            .assign(runs=results.groupby("size").size()))
