@@ -49,8 +49,8 @@ from .config import ConfigError, RunConfig, resolve_run
 from .data import TOKENIZERS, get_tokenizer, iter_stories, load_token_data
 from .evaluate import evaluate
 from .model import GPT
-from .train import (PROJECT_ROOT, _device_name, autocast_factory, git_commit, lr_at, make_optimizer, pick_device,
-                    project_path, resolve_precision, write_json_atomic)
+from .train import (PROJECT_ROOT, _device_name, autocast_factory, git_commit, lr_at, make_optimizer, optimizer_step,
+                    pick_device, project_path, resolve_precision, write_json_atomic)
 
 SHARED = PROJECT_ROOT.parent / "shared"
 PAPER_CSV = SHARED / "reference" / "scaling_v8.csv"
@@ -162,15 +162,9 @@ def build_case(run: RunConfig, device: torch.device, precision: str) -> Case:
 
 
 def train_step(case: Case, step: int, autocast) -> None:
-    """rrlib.train's step for one process without accumulation: lr, forward, backward, clip, AdamW."""
-    for group in case.optimizer.param_groups:
-        group["lr"] = lr_at(step, case.run.train)
-    with autocast():
-        _, loss = case.fwd(case.x, case.y)
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(case.model.parameters(), case.run.train.grad_clip)
-    case.optimizer.step()
-    case.optimizer.zero_grad(set_to_none=True)
+    """rrlib.train's optimizer step for one process without accumulation: lr, forward, backward, clip, AdamW."""
+    optimizer_step(case.model, case.fwd, case.optimizer, case.x, case.y, lr_at(step, case.run.train), 1, autocast,
+                   case.run.train.grad_clip)
 
 
 def timed_steps(case: Case, n: int, autocast, device: torch.device) -> list[float]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,12 +17,24 @@ import yaml
 
 from .residuals import RULES, ConfigError, rule_class
 
-PARAMS_DIR = Path(__file__).resolve().parents[1] / "params"
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PARAMS_DIR = PROJECT_ROOT / "params"
 REFERENCE_VARIANT = "review"
 PRECISIONS = ("auto", "fp32", "tf32", "bf16")
 # Vocabulary sizes of the tokenizers in rrlib.data (a test checks they agree), so that a model can be sized
 # and parameter-matched without loading any data.
 TOKENIZER_VOCAB = {"gpt2": 50257, "bytes": 257}
+
+
+def project_path(path: str | os.PathLike) -> Path:
+    """A relative path as the user meant it: from the current folder if it exists there, else the project."""
+    p = Path(path).expanduser()
+    return p if p.is_absolute() or p.exists() else PROJECT_ROOT / p
+
+
+def run_folder(out_root, size: str, variant: str, seed: int) -> Path:
+    """Where a run lives: ``<out_root>/<size>/<variant>/seed<k>``."""
+    return project_path(out_root) / size / variant / f"seed{seed}"
 
 
 @dataclass
@@ -82,7 +95,7 @@ class RunConfig:
 
     @property
     def run_dir(self) -> Path:
-        return Path(self.out_root) / self.size / self.variant / f"seed{self.seed}"
+        return run_folder(self.out_root, self.size, self.variant, self.seed)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

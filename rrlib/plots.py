@@ -12,10 +12,10 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import torch
 
-from .config import PARAMS_DIR, RunConfig, resolve_run
-from .data import fixed_eval_windows, load_token_data
+from .config import PARAMS_DIR, RunConfig, resolve_run, run_folder
+from .data import fixed_eval_windows
 from .model import GPT
-from .train import project_path, read_result, train_run
+from .train import load_run_data, project_path, read_result, train_run
 
 # One colour per residual rule, the same in every figure of the report.
 VARIANT_COLORS = {
@@ -76,10 +76,6 @@ def standalone_sizes(sizes) -> list[str]:
     return [s for s in sizes if s in own]
 
 
-def run_folder(out_root, size: str, variant: str, seed: int) -> Path:
-    return project_path(out_root) / size / variant / f"seed{seed}"
-
-
 def read_metrics(run_dir) -> pd.DataFrame:
     """The training log of one run folder (logged steps only, not the periodic evaluations)."""
     path = Path(run_dir) / "metrics.jsonl"
@@ -131,12 +127,7 @@ def trained_model(size: str, variant: str = "review", seed: int = 0, out_root="o
 
 def heldout_batch(run: RunConfig, n_windows: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
     """The first ``n_windows`` windows of the run's fixed held-out set, read as the training code reads it."""
-    dc = run.data
-    data = load_token_data(
-        dataset=dc.dataset, data_path=str(project_path(dc.data_path)) if dc.data_path else None,
-        val_path=str(project_path(dc.val_path)) if dc.val_path else None, tokenizer=dc.tokenizer,
-        max_stories=dc.max_stories, heldout=dc.heldout, heldout_frac=dc.heldout_frac,
-        cache_dir=str(project_path(dc.cache_dir)), gpt2_dir=dc.gpt2_dir)
+    data = load_run_data(run)
     return next(iter(fixed_eval_windows(data.heldout, run.model.seq_len, batch_size=n_windows)))
 
 

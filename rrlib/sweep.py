@@ -7,13 +7,12 @@ takes every n-th run of the grid starting at k, so n machines given k = 0..n-1 s
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pandas as pd
 
 from .config import ConfigError, load_preset, resolve_run
 from .residuals import rule_class
-from .train import RunBusy, project_path, train_run
+from .train import RunBusy, project_path, read_result, train_run
 
 # The paper's CSV columns first, then what rrlib adds.
 PAPER_COLUMNS = ["size", "variant", "seed", "params_M", "steps", "val_loss", "ece", "minutes"]
@@ -49,7 +48,7 @@ def run_sweep(size: str, variants=None, seeds=None, overrides: dict | None = Non
     runs = [resolve_run(size, v, s, overrides, out_root) for v, s in cells]  # every error before any training
     for i, run in enumerate(runs, 1):
         tag = f"[sweep {i}/{len(runs)}] {size}/{run.variant}/seed{run.seed}"
-        if (project_path(out_root) / size / run.variant / f"seed{run.seed}" / "result.json").exists():
+        if read_result(run.run_dir) is not None:
             log(f"{tag}: done already")
             continue
         try:

@@ -32,12 +32,11 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from . import __version__
-from .config import ConfigError, RunConfig
+from .config import PROJECT_ROOT, ConfigError, RunConfig, project_path
 from .data import fixed_eval_windows, get_batch, load_token_data, paper_eval_windows
 from .evaluate import evaluate
 from .model import GPT
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
 class RunBusy(RuntimeError):
@@ -45,12 +44,6 @@ class RunBusy(RuntimeError):
 
 
 # ---------------------------------------------------------------- small helpers
-
-def project_path(path: str | os.PathLike) -> Path:
-    """A relative path as the user meant it: from the current folder if it exists there, else the project."""
-    p = Path(path).expanduser()
-    return p if p.is_absolute() or p.exists() else PROJECT_ROOT / p
-
 
 def write_json_atomic(path: Path, obj: dict) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
@@ -147,6 +140,39 @@ class StopFlag:
             signal.signal(sig, old)
 
 
+def load_run_data(run: RunConfig):
+    """The run's train and held-out token streams, with its relative paths resolved as the user meant them."""
+    dc = run.data
+    return load_token_data(
+        dataset=dc.dataset, data_path=str(project_path(dc.data_path)) if dc.data_path else None,
+        val_path=str(project_path(dc.val_path)) if dc.val_path else None, tokenizer=dc.tokenizer,
+        max_stories=dc.max_stories, heldout=dc.heldout, heldout_frac=dc.heldout_frac,
+        cache_dir=str(project_path(dc.cache_dir)), gpt2_dir=dc.gpt2_dir)
+
+
+def optimizer_step(model, fwd, optimizer, x, y, lr: float, accum: int, autocast, grad_clip: float,
+                   distributed: bool = False):
+    """One optimizer step over (x, y) in ``accum`` micro-batches; returns (mean loss, grad norm) on the device.
+
+    ``fwd`` is what runs the forward pass (the model, its compiled form, or its DDP wrapper); gradients are
+    synchronised only on the last micro-batch.
+    """
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    micro = x.shape[0] // accum
+    step_loss = torch.zeros((), device=x.device)
+    for k in range(accum):
+        last = k == accum - 1
+        with (contextlib.nullcontext() if last or not distributed else fwd.no_sync()), autocast():
+            _, loss = fwd(x[k * micro:(k + 1) * micro], y[k * micro:(k + 1) * micro])
+        (loss / accum).backward()
+        step_loss += loss.detach() / accum
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return step_loss, grad_norm
+
+
 def read_result(run_dir: Path) -> dict | None:
     path = Path(run_dir) / "result.json"
     return json.loads(path.read_text()) if path.exists() else None
@@ -176,7 +202,7 @@ def grad_accum_steps(cfg, world_size: int) -> int:
 
 def train_run(run: RunConfig, progress: bool = True) -> dict:
     """Train one run to its result (or resume it); returns the result dict. Raises RunBusy if locked."""
-    run_dir = project_path(run.out_root) / run.size / run.variant / f"seed{run.seed}"
+    run_dir = run.run_dir
     done = read_result(run_dir)
     if done is not None:
         return done
@@ -198,14 +224,10 @@ def train_run(run: RunConfig, progress: bool = True) -> dict:
 
 
 def _train(run, run_dir, device, rank, world, accum, stop, progress) -> dict:
-    tc, dc = run.train, run.data
+    tc = run.train
     precision = resolve_precision(tc.precision, device)
     autocast = autocast_factory(precision, device)
-    data = load_token_data(
-        dataset=dc.dataset, data_path=str(project_path(dc.data_path)) if dc.data_path else None,
-        val_path=str(project_path(dc.val_path)) if dc.val_path else None, tokenizer=dc.tokenizer,
-        max_stories=dc.max_stories, heldout=dc.heldout, heldout_frac=dc.heldout_frac,
-        cache_dir=str(project_path(dc.cache_dir)), gpt2_dir=dc.gpt2_dir)
+    data = load_run_data(run)
 
     torch.manual_seed(run.seed)
     model = GPT(run.model).to(device)
@@ -245,7 +267,6 @@ def _train(run, run_dir, device, rank, world, accum, stop, progress) -> dict:
         return evaluate(model, fixed_eval_windows(data.heldout, run.model.seq_len, tc.fixed_eval_tokens,
                                                   batch_size=max(1, tc.batch_size // world)), device, autocast)
 
-    micro = tc.batch_size // world // accum
     tokens_per_step = tc.batch_size * run.model.seq_len
     first_bad = torch.full((), -1, dtype=torch.long, device=device)
     loss_acc = torch.zeros((), device=device)
@@ -256,20 +277,10 @@ def _train(run, run_dir, device, rank, world, accum, stop, progress) -> dict:
     try:
         while step < tc.steps:
             lr = lr_at(step, tc)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
             x, y = get_batch(data.train, step, run.seed, tc.batch_size, run.model.seq_len, rank, world)
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-            step_loss = torch.zeros((), device=device)
-            for k in range(accum):
-                last = k == accum - 1
-                with (contextlib.nullcontext() if last or world == 1 else fwd.no_sync()), autocast():
-                    _, loss = fwd(x[k * micro:(k + 1) * micro], y[k * micro:(k + 1) * micro])
-                (loss / accum).backward()
-                step_loss += loss.detach() / accum
-            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            step_loss, grad_norm = optimizer_step(model, fwd, optimizer, x, y, lr, accum, autocast, tc.grad_clip,
+                                                  distributed=world > 1)
             # divergence is recorded on the device and read at log steps: no host sync per step
             first_bad = torch.where((first_bad < 0) & ~torch.isfinite(step_loss), step, first_bad)
             loss_acc += step_loss
