@@ -1,0 +1,72 @@
+"""scripts/family_study.sh: which sweeps it starts, and that they land where notebook 05 reads them.
+
+A stub ``python3`` on PATH records each call instead of training, so these tests take milliseconds.
+"""
+import ast
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "family_study.sh"
+
+
+def notebook_parameters(name: str) -> dict:
+    """The literal assignments of a notebook's parameters cell."""
+    text = (ROOT / "notebooks" / f"{name}.py").read_text()
+    cell = text.split('# %% tags=["parameters"]\n', 1)[1].split("\n# %%", 1)[0]
+    values = {}
+    for node in ast.parse(cell).body:
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            values[node.targets[0].id] = ast.literal_eval(node.value)
+    return values
+
+
+def run_script(tmp_path, env_extra: dict, *args, fail_on: str = "") -> tuple[list[list[str]], str]:
+    stub = tmp_path / "bin"
+    stub.mkdir(exist_ok=True)
+    (stub / "python3").write_text(
+        '#!/bin/sh\necho "$@" >> "$STUB_CALLS"\n'
+        f'case "$*" in *"{fail_on or "never-matches"}"*) exit 1;; esac\n')
+    (stub / "python3").chmod(0o755)
+    calls = tmp_path / "calls"
+    env = {**os.environ, "PATH": f"{stub}{os.pathsep}{os.environ['PATH']}", "STUB_CALLS": str(calls),
+           "LOGS": str(tmp_path / "logs"), **env_extra}
+    done = subprocess.run(["bash", str(SCRIPT), *args], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = calls.read_text().splitlines() if calls.exists() else []
+    return sorted(line.split() for line in lines), done.stdout
+
+
+def test_default_grid_is_the_family_shards_and_the_notebooks_looped_sweep(tmp_path):
+    calls, _ = run_script(tmp_path, {"JOBS": "2"}, "--device", "cpu")
+    params = notebook_parameters("05_related_methods")
+    expected = [["-m", "rrlib", "sweep", "--size", params["size"], "--shard", f"{k}/2", "--device", "cpu"]
+                for k in range(2)]
+    for lr in params["lrs"]:
+        for n in params["loops"]:
+            # the notebook reads looped runs from <out_root's parent>/looped-lr{lr:g}
+            out = str(Path(params["out_root"]).parent / f"looped-lr{lr:g}")
+            expected.append(["-m", "rrlib", "sweep", "--size", f"{params['loop_size']}{n}", "--lr", f"{lr:g}",
+                             "--out", out, "--device", "cpu"])
+    assert calls == sorted(expected)
+
+
+def test_empty_size_runs_only_the_looped_sweep(tmp_path):
+    calls, _ = run_script(tmp_path, {"SIZE": "", "LRS": "0.01", "LOOPS": "2"})
+    assert calls == [["-m", "rrlib", "sweep", "--size", "looped2", "--lr", "0.01", "--out", "outputs/looped-lr0.01"]]
+
+
+@pytest.mark.parametrize("jobs", ["1", "3"])
+def test_shards_follow_jobs(tmp_path, jobs):
+    calls, _ = run_script(tmp_path, {"JOBS": jobs, "SIZE": "mini", "LRS": "", "LOOPS": ""})
+    assert [c[c.index("--shard") + 1] for c in calls] == [f"{k}/{jobs}" for k in range(int(jobs))]
+
+
+def test_a_failed_sweep_is_reported_with_its_log_and_the_others_still_run(tmp_path):
+    calls, out = run_script(tmp_path, {"SIZE": "", "LRS": "0.001 0.003", "LOOPS": "1"}, fail_on="0.001")
+    assert len(calls) == 2
+    assert f"looped1-lr0.001 FAILED ({tmp_path / 'logs' / 'looped1-lr0.001.log'})" in out
+    assert "looped1-lr0.003 done" in out
