@@ -52,7 +52,7 @@ loop_size = "looped"  # the looped preset: sizes looped<N>
 loops = [1, 2, 4, 8]  # N
 lrs = [0.001, 0.003, 0.01, 0.03]  # the learning-rate sweep of the looped experiment (scripts/family_study.sh)
 loop_variants = ["scaled", "scaled_loops", "review"]
-loop_seeds = [0]
+loop_seeds = None  # None means the preset's
 loop_steps = None  # None means the preset's
 figures_dir = None  # the report's figure folder; None shows figures without writing them
 
@@ -66,9 +66,11 @@ import seaborn as sns
 
 from rrlib import plots, stats
 from rrlib.config import load_preset, resolve_run
+from rrlib.data import unigram_entropy
 from rrlib.model import GPT
 from rrlib.residuals import RULES
 from rrlib.sweep import run_sweep
+from rrlib.train import load_run_data
 
 plots.use_style()
 preset = load_preset(size)
@@ -141,8 +143,9 @@ plt.show()
 # %% [markdown]
 # ## Looped models: does λ/(N·√L) transfer the learning rate across N?
 #
-# For each residual rule and each loop count N, the final held-out loss over the learning-rate sweep. If a
-# scaling transfers the learning rate, the minimum sits at the same learning rate for every N.
+# For each residual rule and each loop count N, the final held-out loss (mean over seeds) over the
+# learning-rate sweep. If a scaling transfers the learning rate, the minimum sits at the same learning rate for
+# every N. The dashed line is the unigram entropy of the training tokens: a run that ends there collapsed.
 
 # %%
 def looped_root(lr):
@@ -161,11 +164,22 @@ looped = pd.concat(loop_rows, ignore_index=True)
 looped = looped[looped["variant"].isin(loop_variants)]
 curves = looped.groupby(["variant", "loops", "lr"], as_index=False)["fixed_loss"].mean()
 
+# A run that ends at the unigram entropy of its training tokens has learned only byte frequencies: it collapsed
+# (typically after a loss spike), which is a different failure from a merely worse loss.
+loop_run = resolve_run(f"{loop_size}{loops[0]}", loop_variants[0], 0, {}, looped_root(lrs[0]))
+floor = unigram_entropy(load_run_data(loop_run).train)
+looped["collapsed"] = (looped["fixed_loss"] - floor).abs() < 0.05
+print(f"unigram entropy of the training tokens: {floor:.4f} nats; runs that ended within 0.05 nats of it "
+      f"(collapsed): {int(looped['collapsed'].sum())} of {len(looped)}; diverged (no final loss): "
+      f"{int(looped['fixed_loss'].isna().sum())}")
+looped.groupby(["variant", "lr"])["collapsed"].sum().unstack("lr").loc[loop_variants]
+
 # %%
 fig, axes = plt.subplots(1, len(loop_variants), figsize=(4.2 * len(loop_variants), 3.6), sharey=True)
 for ax, variant in zip(np.atleast_1d(axes), loop_variants):
     sns.lineplot(data=curves[curves["variant"] == variant], x="lr", y="fixed_loss", hue="loops", marker="o",
                  palette="viridis", ax=ax)
+    ax.axhline(floor, color="grey", linestyle="--", linewidth=1, label="unigram entropy")
     ax.set(xscale="log", xlabel="learning rate", ylabel="held-out loss (fixed set)", title=variant)
 plots.save_figure(fig, "05_looped_lr_transfer", figures_dir)
 plt.show()
@@ -199,6 +213,9 @@ print("Significantly better than standard after Holm: " + (", ".join(better) or 
 slowest = summary["tokens/s vs standard"].idxmin()
 print(f"Cost: the slowest rule here is {slowest} at {summary.loc[slowest, 'tokens/s vs standard']:.2f}× "
       "standard's tokens/s.")
+collapsed = looped.groupby("variant")["collapsed"].sum()
+print("Looped runs that collapsed to the unigram level: "
+      + ", ".join(f"{v} {int(collapsed[v])} of {int((looped['variant'] == v).sum())}" for v in loop_variants) + ".")
 for variant, row in best_lr.iterrows():
     spread = np.log2(row.max() / row.min())
     print(f"{variant}: best learning rate per N {({n: float(lr) for n, lr in row.items()})} — "

@@ -282,6 +282,14 @@ def load_token_data(dataset: str = "tinystories", data_path=None, val_path=None,
                      eos_id=tok.eos_id, source=f"{origin} ({limit} train stories; held out: {held_name})")
 
 
+def unigram_entropy(tokens: np.ndarray) -> float:
+    """Entropy in nats of the tokens' unigram frequencies: the loss of a model that learned only how often each
+    token occurs. A run whose held-out loss sits at this level has learned nothing from context."""
+    counts = np.bincount(np.asarray(tokens, dtype=np.int64))
+    p = counts[counts > 0] / counts.sum()
+    return float(-(p * np.log(p)).sum())
+
+
 # ----------------------------------------------------------------------------- batches and eval windows
 
 # Paper eval windows draw from their own stream: training uses (seed, step) and steps never reach 2**31.

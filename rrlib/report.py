@@ -58,7 +58,7 @@ NOTEBOOKS = (
              "Hyper-Connections and mHC beside Review and standard, and learning-rate transfer in looped models.",
              quick={"size": "tiny", "variants": ["standard", "review", "attnres", "attnres_block", "delta_attnres",
                                                  "mgr", "hc", "mhc"], "seeds": [0], "steps": 4, "loops": [1, 2],
-                    "lrs": [0.002, 0.004], "loop_steps": 4},
+                    "lrs": [0.002, 0.004], "loop_seeds": [0], "loop_steps": 4},
              requires="family"),
 )
 QUICK_SIZES = ["tiny"]

@@ -247,3 +247,10 @@ def test_paper_eval_windows_depend_on_seed(counting_stream):
     assert not torch.equal(windows(0), windows(1))
     train_x, _ = get_batch(counting_stream, step=0, seed=0, batch_size=4, seq_len=16)
     assert not torch.equal(windows(0)[:4], train_x)  # eval draws from its own stream, not the training one
+
+
+def test_unigram_entropy_of_known_distributions():
+    assert data.unigram_entropy(np.array([3, 3, 3])) == 0.0
+    assert data.unigram_entropy(np.arange(4, dtype=np.uint16).repeat(5)) == pytest.approx(np.log(4))
+    # p = (1/2, 1/4, 1/4): H = 1.5 bits
+    assert data.unigram_entropy(np.array([0, 0, 1, 7])) == pytest.approx(1.5 * np.log(2))
