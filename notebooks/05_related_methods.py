@@ -217,6 +217,6 @@ collapsed = looped.groupby("variant")["collapsed"].sum()
 print("Looped runs that collapsed to the unigram level: "
       + ", ".join(f"{v} {int(collapsed[v])} of {int((looped['variant'] == v).sum())}" for v in loop_variants) + ".")
 for variant, row in best_lr.iterrows():
-    spread = np.log2(row.max() / row.min())
+    spread = row.max() / row.min()
     print(f"{variant}: best learning rate per N {({n: float(lr) for n, lr in row.items()})} — "
-          + ("the same for every N." if spread == 0 else f"moves by {spread:.0f} doubling(s) across N."))
+          + ("the same for every N." if spread == 1 else f"moves by a factor of {spread:.3g} across N."))
