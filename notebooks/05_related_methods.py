@@ -43,7 +43,7 @@ if "google.colab" in sys.modules:
 # rates, with the residual scaled by λ/(N·√L) (`scaled`), by 1/√N (`scaled_loops`), or gated by Review.
 
 # %% tags=["parameters"]
-size = "family"  # the preset of the comparison (params/); "mini" for the full-width version on a GPU
+size = "family"  # the preset of the comparison (params/); "family_mini" for mini's width, on a GPU
 variants = None  # None means the preset's: every method
 seeds = None  # None means the preset's
 steps = None  # training steps per run; None means the preset's

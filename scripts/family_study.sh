@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Notebook 05's evidence: every method of the family at SIZE (default `family`, micro's width, for a CPU;
-# `mini` on a GPU) split into JOBS shards, then the looped learning-rate sweep (sizes looped<N> for N in
+# `family_mini` on a GPU) split into JOBS shards, then the looped learning-rate sweep (sizes looped<N> for N in
 # LOOPS, one run-folder root per learning rate, outputs/looped-lr<lr>, where the notebook reads them).
 # Finished runs are skipped, so a second call resumes. SIZE= (empty) runs only the looped sweep, LRS= only
 # the family. Extra arguments go to every sweep (e.g. --device cuda --precision fp32).

@@ -53,3 +53,9 @@ def test_run_config_round_trips_through_dict():
 def test_expanded_presets_set_their_field():
     assert load_preset("looped8").model.n_loops == 8 and load_preset("looped8").model.n_layers == 2
     assert "looped1" in available_sizes() and "looped" not in available_sizes()
+
+
+def test_family_mini_is_mini_with_the_family_methods():
+    family, family_mini, mini = load_preset("family"), load_preset("family_mini"), load_preset("mini")
+    assert (family_mini.model, family_mini.data, family_mini.train) == (mini.model, mini.data, mini.train)
+    assert family_mini.variants == family.variants and family_mini.seeds == family.seeds
