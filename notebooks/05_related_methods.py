@@ -145,7 +145,7 @@ plt.show()
 #
 # For each residual rule and each loop count N, the final held-out loss (mean over seeds) over the
 # learning-rate sweep. If a scaling transfers the learning rate, the minimum sits at the same learning rate for
-# every N. The dashed line is the unigram entropy of the training tokens: a run that ends there collapsed.
+# every N. The dashed line is the unigram entropy of the training tokens: a run that ends there stalled.
 
 # %%
 def looped_root(lr):
@@ -164,15 +164,15 @@ looped = pd.concat(loop_rows, ignore_index=True)
 looped = looped[looped["variant"].isin(loop_variants)]
 curves = looped.groupby(["variant", "loops", "lr"], as_index=False)["fixed_loss"].mean()
 
-# A run that ends at the unigram entropy of its training tokens has learned only byte frequencies: it collapsed
-# (typically after a loss spike), which is a different failure from a merely worse loss.
+# A run that ends at the unigram entropy of its training tokens has learned only byte frequencies: it stalled
+# (reached that level early and never learned from context), a different failure from a merely worse loss.
 loop_run = resolve_run(f"{loop_size}{loops[0]}", loop_variants[0], 0, {}, looped_root(lrs[0]))
 floor = unigram_entropy(load_run_data(loop_run).train)
-looped["collapsed"] = (looped["fixed_loss"] - floor).abs() < 0.05
+looped["stalled"] = (looped["fixed_loss"] - floor).abs() < 0.05
 print(f"unigram entropy of the training tokens: {floor:.4f} nats; runs that ended within 0.05 nats of it "
-      f"(collapsed): {int(looped['collapsed'].sum())} of {len(looped)}; diverged (no final loss): "
+      f"(stalled): {int(looped['stalled'].sum())} of {len(looped)}; diverged (no final loss): "
       f"{int(looped['fixed_loss'].isna().sum())}")
-looped.groupby(["variant", "lr"])["collapsed"].sum().unstack("lr").loc[loop_variants]
+looped.groupby(["variant", "lr"])["stalled"].sum().unstack("lr").loc[loop_variants]
 
 # %%
 fig, axes = plt.subplots(1, len(loop_variants), figsize=(4.2 * len(loop_variants), 3.6), sharey=True)
@@ -213,9 +213,9 @@ print("Significantly better than standard after Holm: " + (", ".join(better) or 
 slowest = summary["tokens/s vs standard"].idxmin()
 print(f"Cost: the slowest rule here is {slowest} at {summary.loc[slowest, 'tokens/s vs standard']:.2f}× "
       "standard's tokens/s.")
-collapsed = looped.groupby("variant")["collapsed"].sum()
-print("Looped runs that collapsed to the unigram level: "
-      + ", ".join(f"{v} {int(collapsed[v])} of {int((looped['variant'] == v).sum())}" for v in loop_variants) + ".")
+stalled = looped.groupby("variant")["stalled"].sum()
+print("Looped runs that stalled at the unigram level: "
+      + ", ".join(f"{v} {int(stalled[v])} of {int((looped['variant'] == v).sum())}" for v in loop_variants) + ".")
 for variant, row in best_lr.iterrows():
     spread = row.max() / row.min()
     print(f"{variant}: best learning rate per N {({n: float(lr) for n, lr in row.items()})} — "
