@@ -7,20 +7,15 @@
 #   JOBS=2 bash scripts/family_study.sh --device cpu
 set -uo pipefail
 cd "$(dirname "$0")/.."
-JOBS=${JOBS:-2}
+export JOBS=${JOBS:-2}
 SIZE=${SIZE-family}
 LRS=${LRS-"0.001 0.003 0.01 0.03"}
 LOOPS=${LOOPS-"8 4 2 1"}
-EXTRA="$*"  # arguments without spaces, appended to every sweep (a line must not end in a blank: xargs -L joins it)
-export LOGS=${LOGS:-outputs/logs}  # each sweep's log: <job>.log
-mkdir -p "$LOGS"
 {
   if [ -n "$SIZE" ]; then
-    for k in $(seq 0 $((JOBS - 1))); do echo "$SIZE-$k --size $SIZE --shard $k/$JOBS${EXTRA:+ $EXTRA}"; done
+    for k in $(seq 0 $((JOBS - 1))); do echo "$SIZE-$k --size $SIZE --shard $k/$JOBS"; done
   fi
   for lr in $LRS; do
-    for n in $LOOPS; do echo "looped$n-lr$lr --size looped$n --lr $lr --out outputs/looped-lr$lr${EXTRA:+ $EXTRA}"; done
+    for n in $LOOPS; do echo "looped$n-lr$lr --size looped$n --lr $lr --out outputs/looped-lr$lr"; done
   done
-} | xargs -P "$JOBS" -L 1 sh -c \
-  'name=$1; shift; python3 -m rrlib sweep "$@" > "$LOGS/$name.log" 2>&1 && echo "$(date +%T) $name done" || echo "$(date +%T) $name FAILED ($LOGS/$name.log)"' \
-  sh
+} | bash scripts/run_sweeps.sh "$@"

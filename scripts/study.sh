@@ -5,9 +5,5 @@
 #   JOBS=2 bash scripts/study.sh --device cpu
 set -uo pipefail
 cd "$(dirname "$0")/.."
-JOBS=${JOBS:-2}
 SIZES=${SIZES:-"depth24 depth20 depth16 midi depth12 mini depth8 micro depth4 depth2"}
-mkdir -p outputs/logs
-printf '%s\n' $SIZES | xargs -P "$JOBS" -I{} sh -c \
-  'python3 -m rrlib sweep --size {} "$@" > outputs/logs/{}.log 2>&1 && echo "$(date +%T) {} done" || echo "$(date +%T) {} FAILED (outputs/logs/{}.log)"' \
-  sh "$@"
+for size in $SIZES; do echo "$size --size $size"; done | bash scripts/run_sweeps.sh "$@"

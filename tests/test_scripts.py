@@ -1,4 +1,5 @@
-"""scripts/family_study.sh: which sweeps it starts, and that they land where notebook 05 reads them.
+"""scripts/family_study.sh and scripts/study.sh: which sweeps they start (through scripts/run_sweeps.sh), and
+that the looped ones land where notebook 05 reads them.
 
 A stub ``python3`` on PATH records each call instead of training, so these tests take milliseconds.
 """
@@ -11,6 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "family_study.sh"
+STUDY = ROOT / "scripts" / "study.sh"
 
 
 def notebook_parameters(name: str) -> dict:
@@ -24,7 +26,8 @@ def notebook_parameters(name: str) -> dict:
     return values
 
 
-def run_script(tmp_path, env_extra: dict, *args, fail_on: str = "") -> tuple[list[list[str]], str]:
+def run_script(tmp_path, env_extra: dict, *args, fail_on: str = "", script: Path = SCRIPT
+               ) -> tuple[list[list[str]], str]:
     stub = tmp_path / "bin"
     stub.mkdir(exist_ok=True)
     (stub / "python3").write_text(
@@ -34,7 +37,7 @@ def run_script(tmp_path, env_extra: dict, *args, fail_on: str = "") -> tuple[lis
     calls = tmp_path / "calls"
     env = {**os.environ, "PATH": f"{stub}{os.pathsep}{os.environ['PATH']}", "STUB_CALLS": str(calls),
            "LOGS": str(tmp_path / "logs"), **env_extra}
-    done = subprocess.run(["bash", str(SCRIPT), *args], env=env, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(["bash", str(script), *args], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     lines = calls.read_text().splitlines() if calls.exists() else []
     return sorted(line.split() for line in lines), done.stdout
@@ -70,3 +73,9 @@ def test_a_failed_sweep_is_reported_with_its_log_and_the_others_still_run(tmp_pa
     assert len(calls) == 2
     assert f"looped1-lr0.001 FAILED ({tmp_path / 'logs' / 'looped1-lr0.001.log'})" in out
     assert "looped1-lr0.003 done" in out
+
+
+def test_study_runs_one_sweep_per_size_with_the_extra_arguments(tmp_path):
+    calls, out = run_script(tmp_path, {"SIZES": "micro mini", "JOBS": "2"}, "--device", "cpu", script=STUDY)
+    assert calls == [["-m", "rrlib", "sweep", "--size", size, "--device", "cpu"] for size in ("micro", "mini")]
+    assert "micro done" in out and "mini done" in out
