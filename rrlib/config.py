@@ -72,6 +72,7 @@ class TrainConfig:
     weight_decay: float = 0.1
     grad_clip: float = 1.0
     warmup_steps: int = 500
+    warmup_frac: float | None = None  # when set, warmup_steps = round(warmup_frac · steps), after overrides
     min_lr_frac: float = 0.1
     precision: str = "auto"  # auto (bf16 on CUDA, fp32 on CPU), fp32, tf32, bf16
     compile: bool = False
@@ -128,13 +129,21 @@ def _preset_files(params_dir: Path) -> dict[str, Path]:
     return {p.stem: p for p in sorted(params_dir.glob("*.yaml"))}
 
 
+# Settings a preset may expand over (``expand: {field: [...]}``), and the section each belongs to.
+EXPANDABLE = {**{f.name: "model" for f in dataclasses.fields(ModelConfig) if f.type == "int"}, "steps": "train"}
+
+
 def _expansion(raw: dict) -> tuple[str, list] | None:
-    """A preset with ``expand: {field: [v1, v2, ...]}`` names one size per value: ``<preset><value>``."""
+    """A preset with ``expand: {field: [v1, v2, ...]}`` names one size per value: ``<preset><value>``.
+
+    The field is a whole-number model setting (``n_layers``, ``n_loops``, ...) or the training ``steps``.
+    """
     expand = raw.get("expand")
     if not expand:
         return None
-    if len(expand) != 1 or next(iter(expand)) not in {f.name for f in dataclasses.fields(ModelConfig)}:
-        raise ConfigError(f"expand must name one model setting with a list of values, got {expand!r}")
+    if len(expand) != 1 or next(iter(expand)) not in EXPANDABLE:
+        raise ConfigError(f"expand must name one of {', '.join(sorted(EXPANDABLE))} with a list of values, "
+                          f"got {expand!r}")
     field_name, values = next(iter(expand.items()))
     return field_name, list(values)
 
@@ -157,7 +166,7 @@ def _merge(obj, overrides: dict, where: str):
 
 
 def _load_raw(size: str, params_dir: Path) -> tuple[dict, dict]:
-    """The preset's YAML and the model settings its size name implies (for expanded presets)."""
+    """The preset's YAML and the settings its size name implies (for expanded presets), by section."""
     files = _preset_files(params_dir)
     if size in files and not _expansion(yaml.safe_load(files[size].read_text()) or {}):
         return yaml.safe_load(files[size].read_text()) or {}, {}
@@ -165,15 +174,15 @@ def _load_raw(size: str, params_dir: Path) -> tuple[dict, dict]:
         raw = yaml.safe_load(path.read_text()) or {}
         expansion = _expansion(raw)
         if expansion and size.startswith(stem) and size[len(stem):] in {str(v) for v in expansion[1]}:
-            return raw, {expansion[0]: int(size[len(stem):])}
+            return raw, {EXPANDABLE[expansion[0]]: {expansion[0]: int(size[len(stem):])}}
     raise ConfigError(f"unknown size {size!r}; valid sizes: {', '.join(available_sizes(params_dir))}")
 
 
 def load_preset(size: str, params_dir: Path = PARAMS_DIR) -> Preset:
     raw, implied = _load_raw(size, params_dir)
-    model = _merge(ModelConfig(), {**raw.get("model", {}), **implied}, "model")
+    model = _merge(ModelConfig(), {**raw.get("model", {}), **implied.get("model", {})}, "model")
     data = _merge(DataConfig(), raw.get("data", {}), "data")
-    train = _merge(TrainConfig(), raw.get("train", {}), "train")
+    train = _with_warmup(_merge(TrainConfig(), {**raw.get("train", {}), **implied.get("train", {})}, "train"))
     model.vocab_size = vocab_size(data.tokenizer)
     for v in raw.get("variants", []):
         rule_class(v)
@@ -181,6 +190,15 @@ def load_preset(size: str, params_dir: Path = PARAMS_DIR) -> Preset:
                   variants=list(raw.get("variants", [REFERENCE_VARIANT, "highway", "standard"])),
                   seeds=list(raw.get("seeds", [0, 1, 2])), match_params=raw.get("match_params", True),
                   description=raw.get("description", ""))
+
+
+def _with_warmup(train: TrainConfig) -> TrainConfig:
+    """Warmup as a share of the run (``warmup_frac``) becomes a step count once ``steps`` is final."""
+    if train.warmup_frac is None:
+        return train
+    if not isinstance(train.warmup_frac, (int, float)) or not 0 <= train.warmup_frac < 1:
+        raise ConfigError(f"warmup_frac must be at least 0 and below 1, got {train.warmup_frac!r}")
+    return dataclasses.replace(train, warmup_steps=max(1, round(train.warmup_frac * train.steps)))
 
 
 def vocab_size(tokenizer: str) -> int:
@@ -221,7 +239,7 @@ def resolve_run(size: str, variant: str, seed: int, overrides: dict | None = Non
         raise ConfigError(f"unknown override section(s) {sorted(unknown)}; valid: data, model, train")
     model = _merge(dataclasses.replace(preset.model, variant=variant), overrides.get("model", {}), "model")
     data = _merge(preset.data, overrides.get("data", {}), "data")
-    train = _merge(preset.train, overrides.get("train", {}), "train")
+    train = _with_warmup(_merge(preset.train, overrides.get("train", {}), "train"))
     model.vocab_size = vocab_size(data.tokenizer)
     validate(model, train)
     if preset.match_params and variant != REFERENCE_VARIANT:

@@ -59,3 +59,21 @@ def test_family_mini_is_mini_with_the_family_methods():
     family, family_mini, mini = load_preset("family"), load_preset("family_mini"), load_preset("mini")
     assert (family_mini.model, family_mini.data, family_mini.train) == (mini.model, mini.data, mini.train)
     assert family_mini.variants == family.variants and family_mini.seeds == family.seeds
+
+
+def test_steps_grid_expands_over_steps_with_warmup_a_tenth():
+    for stem, width in (("micro_steps", 64), ("mini_steps", 128)):
+        base = load_preset(stem.split("_")[0])
+        for steps in (100, 300, 1200):
+            p = load_preset(f"{stem}{steps}")
+            assert (p.model.d_model, p.train.steps, p.train.warmup_steps) == (width, steps, steps // 10)
+            # the same recipe as the CPU-scale study in every other setting
+            assert (p.model, p.data, p.variants) == (base.model, base.data, base.variants)
+            assert {k: v for k, v in vars(p.train).items() if k not in ("steps", "warmup_steps", "warmup_frac",
+                                                                         "eval_every")} == \
+                {k: v for k, v in vars(base.train).items() if k not in ("steps", "warmup_steps", "warmup_frac",
+                                                                        "eval_every")}
+    # an override of steps rescales the warmup; a bad share is one sentence
+    assert resolve_run("micro_steps300", "review", 0, {"train": {"steps": 50}}).train.warmup_steps == 5
+    with pytest.raises(ConfigError, match="warmup_frac must be at least 0 and below 1"):
+        resolve_run("micro_steps300", "review", 0, {"train": {"warmup_frac": 1.5}})

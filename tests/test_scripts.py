@@ -79,3 +79,13 @@ def test_study_runs_one_sweep_per_size_with_the_extra_arguments(tmp_path):
     calls, out = run_script(tmp_path, {"SIZES": "micro mini", "JOBS": "2"}, "--device", "cpu", script=STUDY)
     assert calls == [["-m", "rrlib", "sweep", "--size", size, "--device", "cpu"] for size in ("micro", "mini")]
     assert "micro done" in out and "mini done" in out
+
+
+def test_study_default_includes_the_size_by_tokens_grid_and_every_grid_size_exists(tmp_path):
+    from rrlib.config import available_sizes
+
+    grid = subprocess.run(["bash", str(STUDY), "--print-grid"], capture_output=True, text=True).stdout.split()
+    assert grid and set(grid) <= set(available_sizes())
+    assert {s.split("_steps")[0] for s in grid} == {"micro", "mini"}
+    calls, _ = run_script(tmp_path, {"JOBS": "2"}, script=STUDY)
+    assert set(grid) <= {c[c.index("--size") + 1] for c in calls}
