@@ -21,6 +21,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 PARAMS_DIR = PROJECT_ROOT / "params"
 REFERENCE_VARIANT = "review"
 PRECISIONS = ("auto", "fp32", "tf32", "bf16")
+KEEP_WEIGHTS = ("none", "bf16", "fp32")  # what a finished run keeps of its model (rrlib.checkpoints)
 # Vocabulary sizes of the tokenizers in rrlib.data (a test checks they agree), so that a model can be sized
 # and parameter-matched without loading any data.
 TOKENIZER_VOCAB = {"gpt2": 50257, "bytes": 257}
@@ -47,6 +48,7 @@ class ModelConfig:
     n_loops: int = 1
     variant: str = REFERENCE_VARIANT
     rule_options: dict = field(default_factory=dict)
+    highway_gate_init: str = "gpt2"  # "gpt2": N(0, 0.02), bias 0, as every linear in the paper's code; "zero"
 
 
 @dataclass
@@ -60,6 +62,8 @@ class DataConfig:
     heldout_frac: float = 0.03
     cache_dir: str = "outputs/cache"
     gpt2_dir: str | None = None
+    eos_in_text: str = "special"  # a literal <|endoftext|> in a story: "special" (EOS, as HF's tokenizer), "text"
+    heldout_cut: str = "floor"  # the tail starts at "floor": int(0.97 n), the paper's; "round": n - round(0.03 n)
 
 
 @dataclass
@@ -70,6 +74,7 @@ class TrainConfig:
     lr: float = 2e-4
     betas: tuple = (0.9, 0.95)
     weight_decay: float = 0.1
+    weight_decay_on: str = "all"  # "all": every tensor, as the paper's AdamW(model.parameters()); "matrices"
     grad_clip: float = 1.0
     warmup_steps: int = 500
     warmup_frac: float | None = None  # when set, warmup_steps = round(warmup_frac · steps), after overrides
@@ -82,6 +87,7 @@ class TrainConfig:
     log_every: int = 10
     paper_eval_batches: int = 80
     fixed_eval_tokens: int = 262_144  # held-out tokens in the fixed evaluation (1024 windows of 256)
+    keep_weights: str = "none"  # a finished run keeps its final weights: "none", "bf16" or "fp32" (rrlib.checkpoints)
 
 
 @dataclass
@@ -103,12 +109,37 @@ class RunConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "RunConfig":
+        """A config as written to config.json; one written before a recipe switch existed ran rrlib's side."""
         d = copy.deepcopy(d)
+        for section, values in RECIPES["rrlib"].items():
+            d[section] = {**values, **d[section]}
         d["train"]["betas"] = tuple(d["train"]["betas"])
         return cls(
             **{k: v for k, v in d.items() if k not in ("model", "data", "train")},
             model=ModelConfig(**d["model"]), data=DataConfig(**d["data"]), train=TrainConfig(**d["train"]),
         )
+
+
+# Where rrlib can differ from the paper's code (its src/train.py): each switch is a setting of its own; a
+# preset's ``recipe:`` picks a side for all of them, and the preset's own settings and a caller's overrides
+# still come after. The dataclass defaults are the paper's side, so "paper" changes nothing.
+RECIPES = {
+    "paper": {},
+    "rrlib": {"model": {"highway_gate_init": "zero"}, "train": {"weight_decay_on": "matrices"},
+              "data": {"eos_in_text": "text", "heldout_cut": "round"}},
+}
+SWITCH_CHOICES = {("model", "highway_gate_init"): ("gpt2", "zero"), ("train", "weight_decay_on"): ("all", "matrices"),
+                  ("data", "eos_in_text"): ("special", "text"), ("data", "heldout_cut"): ("floor", "round")}
+
+
+def recipe_name(run: "RunConfig") -> str:
+    """Which side of the paper/rrlib switches a run is on: "paper", "rrlib", or "mixed (<the rrlib ones>)"."""
+    sections = {"model": run.model, "train": run.train, "data": run.data}
+    rrlib_side = [f"{section}.{name}" for (section, name), (paper, _) in SWITCH_CHOICES.items()
+                  if getattr(sections[section], name) != paper]
+    if not rrlib_side:
+        return "paper"
+    return "rrlib" if len(rrlib_side) == len(SWITCH_CHOICES) else f"mixed ({', '.join(rrlib_side)})"
 
 
 @dataclass
@@ -123,10 +154,40 @@ class Preset:
     seeds: list
     match_params: bool = True
     description: str = ""
+    recipe: str = "paper"
 
 
 def _preset_files(params_dir: Path) -> dict[str, Path]:
     return {p.stem: p for p in sorted(params_dir.glob("*.yaml"))}
+
+
+def read_preset(path: Path) -> dict:
+    """A preset file's settings; one that does not parse is one sentence naming the file and the line."""
+    shown = path.relative_to(PROJECT_ROOT) if path.is_relative_to(PROJECT_ROOT) else path
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"preset {shown}{where} is not valid YAML ({getattr(err, 'problem', None) or err}); fix "
+                          f"it there, or move the file out of {shown.parent}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"preset {shown} is not UTF-8 text; save it as UTF-8") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"preset {shown} must be a mapping of settings (model:, data:, train:, variants:, ...), "
+                          f"not a {type(raw).__name__}")
+    return raw
+
+
+def _readable_presets(params_dir: Path) -> dict[str, dict]:
+    """Every preset that parses, by name: one broken file costs its own sizes, never the others'."""
+    presets = {}
+    for stem, path in _preset_files(params_dir).items():
+        try:
+            presets[stem] = read_preset(path)
+        except ConfigError:
+            continue
+    return presets
 
 
 # Settings a preset may expand over (``expand: {field: [...]}``), and the section each belongs to.
@@ -151,45 +212,79 @@ def _expansion(raw: dict) -> tuple[str, list] | None:
 def available_sizes(params_dir: Path = PARAMS_DIR) -> list[str]:
     """Every size name: one per preset file, or ``<name><value>`` per value of a preset's ``expand``."""
     names = []
-    for stem, path in _preset_files(params_dir).items():
-        expansion = _expansion(yaml.safe_load(path.read_text()) or {})
+    for stem, raw in _readable_presets(params_dir).items():
+        expansion = _expansion(raw)
         names += [f"{stem}{v}" for v in expansion[1]] if expansion else [stem]
     return names
 
 
 def _merge(obj, overrides: dict, where: str):
-    valid = {f.name for f in dataclasses.fields(obj)}
-    unknown = set(overrides) - valid
+    types = {f.name: f.type for f in dataclasses.fields(obj)}
+    unknown = set(overrides) - set(types)
     if unknown:
-        raise ConfigError(f"unknown {where} setting(s) {sorted(unknown)}; valid: {', '.join(sorted(valid))}")
-    return dataclasses.replace(obj, **overrides)
+        raise ConfigError(f"unknown {where} setting(s) {sorted(unknown)}; valid: {', '.join(sorted(types))}")
+    return dataclasses.replace(obj, **{k: _typed(f"{where}.{k}", v, types[k]) for k, v in overrides.items()})
+
+
+KIND_WORDS = {"int": "a whole number", "float": "a number", "str": "a word", "bool": "true or false",
+              "None": "null", "tuple": "a list", "dict": "a mapping"}
+
+
+def _typed(name: str, value, annotation: str):
+    """``value`` checked against the setting's declared type (as written in the dataclass), or one sentence."""
+    kinds = [k.strip() for k in annotation.split("|")]
+    is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if (value is None and "None" in kinds) or (isinstance(value, bool) and "bool" in kinds) \
+            or (is_number and "float" in kinds) or (is_number and isinstance(value, int) and "int" in kinds) \
+            or (isinstance(value, str) and "str" in kinds) or (isinstance(value, dict) and "dict" in kinds):
+        return value
+    if isinstance(value, (list, tuple)) and "tuple" in kinds:
+        return tuple(value)
+    if isinstance(value, str) and "float" in kinds:
+        try:
+            return float(value)  # YAML 1.1 reads 2e-4 (no dot) as text
+        except ValueError:
+            pass
+    raise ConfigError(f"{name} must be {' or '.join(KIND_WORDS.get(k, k) for k in kinds)}, got {value!r}")
 
 
 def _load_raw(size: str, params_dir: Path) -> tuple[dict, dict]:
     """The preset's YAML and the settings its size name implies (for expanded presets), by section."""
     files = _preset_files(params_dir)
-    if size in files and not _expansion(yaml.safe_load(files[size].read_text()) or {}):
-        return yaml.safe_load(files[size].read_text()) or {}, {}
-    for stem, path in files.items():
-        raw = yaml.safe_load(path.read_text()) or {}
+    if size in files:
+        raw = read_preset(files[size])  # the size asked for: a broken file is named here
+        if not _expansion(raw):
+            return raw, {}
+    for stem, raw in _readable_presets(params_dir).items():
         expansion = _expansion(raw)
         if expansion and size.startswith(stem) and size[len(stem):] in {str(v) for v in expansion[1]}:
             return raw, {EXPANDABLE[expansion[0]]: {expansion[0]: int(size[len(stem):])}}
-    raise ConfigError(f"unknown size {size!r}; valid sizes: {', '.join(available_sizes(params_dir))}")
+    broken = sorted(set(files) - set(_readable_presets(params_dir)))
+    for stem in broken:
+        if size.startswith(stem):  # e.g. depth24 when depth.yaml is broken: name that file's fault
+            read_preset(files[stem])
+    raise ConfigError(f"unknown size {size!r}; valid sizes: {', '.join(available_sizes(params_dir))}"
+                      + (f" (unreadable presets: {', '.join(broken)})" if broken else ""))
 
 
 def load_preset(size: str, params_dir: Path = PARAMS_DIR) -> Preset:
     raw, implied = _load_raw(size, params_dir)
-    model = _merge(ModelConfig(), {**raw.get("model", {}), **implied.get("model", {})}, "model")
-    data = _merge(DataConfig(), raw.get("data", {}), "data")
-    train = _with_warmup(_merge(TrainConfig(), {**raw.get("train", {}), **implied.get("train", {})}, "train"))
+    recipe = raw.get("recipe", "paper")
+    if recipe not in RECIPES:
+        raise ConfigError(f"unknown recipe {recipe!r} in preset {size!r}; valid recipes: {', '.join(RECIPES)}")
+    pins = RECIPES[recipe]
+    model = _merge(ModelConfig(), {**pins.get("model", {}), **raw.get("model", {}), **implied.get("model", {})},
+                   "model")
+    data = _merge(DataConfig(), {**pins.get("data", {}), **raw.get("data", {})}, "data")
+    train = _with_warmup(_merge(TrainConfig(), {**pins.get("train", {}), **raw.get("train", {}),
+                                                **implied.get("train", {})}, "train"))
     model.vocab_size = vocab_size(data.tokenizer)
     for v in raw.get("variants", []):
         rule_class(v)
     return Preset(size=size, model=model, data=data, train=train,
                   variants=list(raw.get("variants", [REFERENCE_VARIANT, "highway", "standard"])),
                   seeds=list(raw.get("seeds", [0, 1, 2])), match_params=raw.get("match_params", True),
-                  description=raw.get("description", ""))
+                  description=raw.get("description", ""), recipe=recipe)
 
 
 def _with_warmup(train: TrainConfig) -> TrainConfig:
@@ -241,14 +336,14 @@ def resolve_run(size: str, variant: str, seed: int, overrides: dict | None = Non
     data = _merge(preset.data, overrides.get("data", {}), "data")
     train = _with_warmup(_merge(preset.train, overrides.get("train", {}), "train"))
     model.vocab_size = vocab_size(data.tokenizer)
-    validate(model, train)
+    validate(model, train, data)
     if preset.match_params and variant != REFERENCE_VARIANT:
         model = match_params(model)
     return RunConfig(size=size, variant=variant, seed=int(seed), model=model, data=data, train=train,
                      out_root=out_root)
 
 
-def validate(model: ModelConfig, train: TrainConfig) -> None:
+def validate(model: ModelConfig, train: TrainConfig, data: DataConfig) -> None:
     """Numbers a user can get wrong, checked before anything is built or written."""
     positive = {"steps": train.steps, "batch_size": train.batch_size, "log_every": train.log_every,
                 "eval_every": train.eval_every, "ckpt_every": train.ckpt_every, "d_model": model.d_model,
@@ -261,9 +356,16 @@ def validate(model: ModelConfig, train: TrainConfig) -> None:
         raise ConfigError(f"lr must be positive, got {train.lr!r}")
     if train.precision not in PRECISIONS:
         raise ConfigError(f"unknown precision {train.precision!r}; valid precisions: {', '.join(PRECISIONS)}")
+    if train.keep_weights not in KEEP_WEIGHTS:
+        raise ConfigError(f"unknown keep_weights {train.keep_weights!r}; valid choices: {', '.join(KEEP_WEIGHTS)}")
+    sections = {"model": model, "train": train, "data": data}
+    for (section, name), choices in SWITCH_CHOICES.items():
+        value = getattr(sections[section], name)
+        if value not in choices:
+            raise ConfigError(f"unknown {section}.{name} {value!r}; valid choices: {', '.join(choices)}")
     if model.d_model % model.n_heads:
         raise ConfigError(f"d_model {model.d_model} is not divisible by n_heads {model.n_heads}")
 
 
-__all__ = ["ConfigError", "ModelConfig", "DataConfig", "TrainConfig", "RunConfig", "Preset", "RULES",
-           "available_sizes", "load_preset", "match_params", "count_params", "resolve_run", "vocab_size"]
+__all__ = ["ConfigError", "ModelConfig", "DataConfig", "TrainConfig", "RunConfig", "Preset", "RULES", "RECIPES",
+           "recipe_name", "available_sizes", "load_preset", "match_params", "count_params", "resolve_run", "vocab_size"]

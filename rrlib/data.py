@@ -7,6 +7,7 @@ the same data at the same seed (the paired design) and a resumed run continues e
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -36,16 +37,20 @@ GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|
 class GPT2Tokenizer:
     """Exactly GPT-2's BPE (50,257 tokens, EOS 50256) through tiktoken.
 
-    Encoding is `encode_ordinary`: a story that happens to contain "<|endoftext|>" as text must not
-    smuggle an EOS into the stream; EOS is placed only by the loader, after each story.
+    ``eos_in_text`` says what a literal "<|endoftext|>" inside a story becomes (the loader also places an EOS
+    after each story): "special" makes it the EOS token, as the paper's HF ``GPT2TokenizerFast`` does (the
+    added token is split out before BPE, the text on either side encoded as usual, which is tiktoken's
+    ``allowed_special``); "text" encodes it as ordinary text (``encode_ordinary``), so no story can smuggle an
+    EOS into the stream.
     """
 
     name = "gpt2"
     vocab_size = 50257
     eos_id = 50256
 
-    def __init__(self, gpt2_dir: str | os.PathLike | None = None):
+    def __init__(self, gpt2_dir: str | os.PathLike | None = None, eos_in_text: str = "special"):
         self.gpt2_dir = gpt2_dir
+        self.eos_in_text = _checked_eos_in_text(eos_in_text)
 
     @cached_property
     def _encoding(self):
@@ -53,27 +58,39 @@ class GPT2Tokenizer:
         return _gpt2_encoding(self.gpt2_dir)
 
     def encode(self, text: str) -> list[int]:
-        return self._encoding.encode_ordinary(text)
+        return self.encode_batch([text])[0]
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
-        return self._encoding.encode_ordinary_batch(texts)  # multithreaded in tiktoken's Rust core
+        # multithreaded in tiktoken's Rust core
+        if self.eos_in_text == "special":
+            return self._encoding.encode_batch(texts, allowed_special={EOT})
+        return self._encoding.encode_ordinary_batch(texts)
 
     def decode(self, ids: Iterable[int]) -> str:
         return self._encoding.decode(list(ids))
 
 
 class ByteTokenizer:
-    """UTF-8 bytes plus one EOS (vocab 257): no files to fetch, and a 200x smaller embedding for CPU runs."""
+    """UTF-8 bytes plus one EOS (vocab 257): no files to fetch, and a 200x smaller embedding for CPU runs.
+
+    ``eos_in_text`` as for GPT-2: "special" turns a literal "<|endoftext|>" in a story into the EOS id.
+    """
 
     name = "bytes"
     vocab_size = 257
     eos_id = 256
 
+    def __init__(self, eos_in_text: str = "special"):
+        self.eos_in_text = _checked_eos_in_text(eos_in_text)
+
     def encode(self, text: str) -> list[int]:
-        return list(text.encode("utf-8"))
+        if self.eos_in_text == "text" or EOT not in text:
+            return list(text.encode("utf-8"))
+        pieces = [list(piece.encode("utf-8")) for piece in text.split(EOT)]
+        return [*pieces[0], *chain.from_iterable([self.eos_id, *piece] for piece in pieces[1:])]
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
-        return [list(text.encode("utf-8")) for text in texts]
+        return [self.encode(text) for text in texts]
 
     def decode(self, ids: Iterable[int]) -> str:
         return b"".join(EOT.encode() if i == self.eos_id else bytes([i]) for i in ids).decode("utf-8", "replace")
@@ -81,6 +98,13 @@ class ByteTokenizer:
 
 Tokenizer = GPT2Tokenizer | ByteTokenizer
 TOKENIZERS = ("gpt2", "bytes")
+EOS_IN_TEXT = ("special", "text")
+
+
+def _checked_eos_in_text(value: str) -> str:
+    if value not in EOS_IN_TEXT:
+        raise DataError(f"unknown eos_in_text {value!r}; valid choices: {', '.join(EOS_IN_TEXT)}")
+    return value
 
 
 def _gpt2_encoding(gpt2_dir: str | os.PathLike | None):
@@ -103,12 +127,12 @@ def _gpt2_encoding(gpt2_dir: str | os.PathLike | None):
                              special_tokens={EOT: GPT2Tokenizer.eos_id}, explicit_n_vocab=GPT2Tokenizer.vocab_size)
 
 
-def get_tokenizer(name: str, gpt2_dir: str | os.PathLike | None = None) -> Tokenizer:
+def get_tokenizer(name: str, gpt2_dir: str | os.PathLike | None = None, eos_in_text: str = "special") -> Tokenizer:
     """The tokenizer called `name` ("gpt2" or "bytes"); gpt2_dir (or $RRLIB_GPT2_DIR) builds GPT-2 offline."""
     if name == "gpt2":
-        return GPT2Tokenizer(gpt2_dir)
+        return GPT2Tokenizer(gpt2_dir, eos_in_text)
     if name == "bytes":
-        return ByteTokenizer()
+        return ByteTokenizer(eos_in_text)
     raise DataError(f"unknown tokenizer {name!r}; valid names: {', '.join(TOKENIZERS)}")
 
 
@@ -137,6 +161,16 @@ def _checked_file(path: str | os.PathLike) -> Path:
     return path
 
 
+def _utf8_lines(path: Path) -> Iterator[str]:
+    """The file's lines; a file that is not UTF-8 text (a binary file renamed .txt) is named as such."""
+    with open(path, encoding="utf-8") as f:
+        try:
+            yield from f
+        except UnicodeDecodeError:
+            raise DataError(f"{path} is not UTF-8 text; valid data files are UTF-8 text (.txt, stories separated "
+                            f"by {EOT} lines), .jsonl with a 'text' field, or .parquet with a 'text' column") from None
+
+
 def _read_stories(path: Path) -> Iterator[str]:
     if path.suffix == ".parquet":
         import pyarrow.parquet as pq
@@ -147,7 +181,7 @@ def _read_stories(path: Path) -> Iterator[str]:
         for batch in table.iter_batches(columns=["text"]):
             yield from batch.column(0).to_pylist()
         return
-    with open(path, encoding="utf-8") as f:
+    with contextlib.closing(_utf8_lines(path)) as f:
         if path.suffix == ".jsonl":
             for number, line in enumerate(f, 1):
                 if line.strip():
@@ -217,6 +251,8 @@ def _stream(dataset: str, path, split: str, max_stories: int | None, tokenizer: 
     """
     key = {"tokenizer": tokenizer.name, "vocab_size": tokenizer.vocab_size, "max_stories": max_stories,
            "split": split}
+    if tokenizer.eos_in_text != "text":  # caches made before the setting existed encoded it as text
+        key["eos_in_text"] = tokenizer.eos_in_text
     if path is None:
         key |= {"name": dataset, "source": DATASETS[dataset]}
     else:
@@ -235,6 +271,8 @@ def _stream(dataset: str, path, split: str, max_stories: int | None, tokenizer: 
 # ----------------------------------------------------------------------------- train / held-out
 
 HELDOUT = ("tail", "validation")
+# where the held-out tail of n tokens begins, for a held-out share `frac`
+HELDOUT_CUTS = {"floor": lambda n, frac: int(n * (1 - frac)), "round": lambda n, frac: n - round(n * frac)}
 
 
 @dataclass
@@ -251,12 +289,17 @@ class TokenData:
 
 def load_token_data(dataset: str = "tinystories", data_path=None, val_path=None, tokenizer: str = "gpt2",
                     max_stories: int | None = 400_000, heldout: str = "tail", heldout_frac: float = 0.03,
-                    cache_dir="outputs/cache", gpt2_dir=None) -> TokenData:
+                    cache_dir="outputs/cache", gpt2_dir=None, eos_in_text: str = "special",
+                    heldout_cut: str = "floor") -> TokenData:
     """Train and held-out tokens: the hub's TinyStories by default, or the local `data_path`.
 
     heldout="tail" is the paper's split (the last `heldout_frac` of the train stream); "validation" holds out
     the official validation split instead (`val_path` for local data), which never overlaps a train story.
+    ``heldout_cut`` places the tail's first token: "floor" at int((1 − frac)·n), the paper's
+    ``int(len(data)*0.97)``; "round" at n − round(frac·n), rrlib's first rule (at most one token apart).
     """
+    if heldout_cut not in HELDOUT_CUTS:
+        raise DataError(f"unknown heldout_cut {heldout_cut!r}; valid choices: {', '.join(HELDOUT_CUTS)}")
     if heldout not in HELDOUT:
         raise DataError(f"unknown heldout {heldout!r}; valid choices: {', '.join(HELDOUT)}")
     if data_path is None and dataset not in DATASETS:
@@ -267,12 +310,12 @@ def load_token_data(dataset: str = "tinystories", data_path=None, val_path=None,
         raise DataError("val_path is only read with heldout='validation'; drop it or set heldout='validation'")
     if heldout == "validation" and data_path is not None and val_path is None:
         raise DataError("heldout='validation' with a local data_path needs val_path= (the validation file)")
-    tok = get_tokenizer(tokenizer, gpt2_dir)
+    tok = get_tokenizer(tokenizer, gpt2_dir, eos_in_text)
     train = _stream(dataset, data_path, "train", max_stories, tok, cache_dir)
     origin = DATASETS[dataset] if data_path is None else Path(data_path).name
     limit = "all" if max_stories is None else f"at most the first {max_stories:,}"
     if heldout == "tail":
-        cut = len(train) - round(len(train) * heldout_frac)
+        cut = HELDOUT_CUTS[heldout_cut](len(train), heldout_frac)
         train, held = train[:cut], train[cut:]
         held_name = f"last {heldout_frac:.0%} of the train stream"
     else:

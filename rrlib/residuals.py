@@ -24,6 +24,8 @@ import torch.nn.functional as F
 from torch import nn
 
 RMS_EPS = 1e-5
+INIT_STD = 0.02  # GPT-2's (and the paper's code's) init of every linear layer
+HIGHWAY_GATE_INITS = ("gpt2", "zero")
 
 
 class ConfigError(ValueError):
@@ -37,6 +39,7 @@ class StreamShape:
     d_model: int
     n_layers: int  # unique transformer blocks (L)
     n_loops: int = 1  # times the L blocks are applied (N)
+    highway_gate_init: str = "gpt2"  # how the Highway gates start (ModelConfig.highway_gate_init)
 
     @property
     def n_unique(self) -> int:
@@ -60,9 +63,15 @@ def rms(x: torch.Tensor) -> torch.Tensor:
 class ResidualRule(nn.Module):
     """Base class for rules whose state is the residual stream h itself.
 
-    Subclasses override ``write``; rules that route across depth (state carries several sources or streams)
-    override ``begin``, ``read`` and ``end`` as well.
+    Subclasses define the formula, ``commit(h, u, *params)``, and ``step_params(i)``: the parameters step i uses
+    (its gate, its scale); ``write`` joins the two. The step index never reaches ``commit``, so one compiled
+    (sublayer, commit) graph serves every step of every depth (``rrlib.model.compile_steps``). Rules that route
+    across depth (state carries several sources or streams) override ``begin``, ``read``, ``write`` and ``end``.
     """
+
+    # True for a rule whose own multiplier carries the depth scaling: the model then leaves the sublayers'
+    # output projections at N(0, 0.02) instead of shrinking them by 1/√(2·L·N) as well.
+    owns_depth_scaling = False
 
     def __init__(self, shape: StreamShape):
         super().__init__()
@@ -75,7 +84,18 @@ class ResidualRule(nn.Module):
         return state
 
     def write(self, state, i: int, u: torch.Tensor):
+        return self.commit(state, u, *self.step_params(i))
+
+    def step_params(self, i: int) -> tuple:
+        return ()
+
+    def commit(self, h: torch.Tensor, u: torch.Tensor, *params) -> torch.Tensor:
         raise NotImplementedError
+
+    @property
+    def commits(self) -> bool:
+        """Whether a step is ``commit`` at ``step_params(i)`` on h as read (the step index stays outside)."""
+        return type(self).write is ResidualRule.write and type(self).read is ResidualRule.read
 
     def end(self, state) -> torch.Tensor:
         return state
@@ -123,7 +143,7 @@ class Standard(ResidualRule):
           └─ norm ─ f ─ u ─┘
     """
 
-    def write(self, h, i, u):
+    def commit(self, h, u):
         return h + u
 
 
@@ -150,8 +170,15 @@ class _ReviewGate(ResidualRule):
             nn.init.zeros_(gate.weight)
             nn.init.zeros_(gate.bias)
 
+    def step_params(self, i):
+        return (self.gates[self.shape.unique(i)],)
+
     def gate(self, h, i, u):
-        return torch.sigmoid(self.gates[self.shape.unique(i)](torch.cat([rms(h), rms(u)], dim=-1)))
+        return self.review(*self.step_params(i), h, u)
+
+    @staticmethod
+    def review(gate: nn.Linear, h, u):
+        return torch.sigmoid(gate(torch.cat([rms(h), rms(u)], dim=-1)))
 
 
 @register("review")
@@ -165,8 +192,8 @@ class Review(_ReviewGate):
     At init r = 0.5, so the block computes h + u/2.
     """
 
-    def write(self, h, i, u):
-        return h + self.gate(h, i, u) * u
+    def commit(self, h, u, gate):
+        return h + self.review(gate, h, u) * u
 
 
 @register("review_convex")
@@ -177,8 +204,8 @@ class ReviewConvex(_ReviewGate):
     stops training beyond about 20 blocks.
     """
 
-    def write(self, h, i, u):
-        r = self.gate(h, i, u)
+    def commit(self, h, u, gate):
+        r = self.review(gate, h, u)
         return h + r * (u - h)
 
 
@@ -186,20 +213,33 @@ class ReviewConvex(_ReviewGate):
 class Highway(ResidualRule):
     r"""The paper's Highway baseline: an additive gate that sees only the raw state.
 
-        h' = h + σ(W_g h + b) ⊙ u,    W_g ∈ R^{d×d}, b ∈ R^d, zero at init (g = 0.5)
+        h' = h + σ(W_g h + b) ⊙ u,    W_g ∈ R^{d×d}, b ∈ R^d
+
+    Init (``shape.highway_gate_init``): "gpt2" is the paper's code, where every ``nn.Linear`` gets N(0, 0.02)
+    with bias 0 and only the Review gate is zeroed afterwards, so g starts near, not at, 0.5; "zero" zeroes
+    W_g and b (g = 0.5 exactly, the same start as Review's r), rrlib's CPU studies' choice.
     """
 
     def __init__(self, shape: StreamShape):
         super().__init__(shape)
+        if shape.highway_gate_init not in HIGHWAY_GATE_INITS:
+            raise ConfigError(f"unknown highway_gate_init {shape.highway_gate_init!r}; valid choices: "
+                              f"{', '.join(HIGHWAY_GATE_INITS)}")
         self.gates = nn.ModuleList(nn.Linear(shape.d_model, shape.d_model) for _ in range(shape.n_unique))
 
     def reset_parameters(self):
         for gate in self.gates:
-            nn.init.zeros_(gate.weight)
+            if self.shape.highway_gate_init == "gpt2":
+                nn.init.normal_(gate.weight, 0.0, INIT_STD)
+            else:
+                nn.init.zeros_(gate.weight)
             nn.init.zeros_(gate.bias)
 
-    def write(self, h, i, u):
-        return h + torch.sigmoid(self.gates[self.shape.unique(i)](h)) * u
+    def step_params(self, i):
+        return (self.gates[self.shape.unique(i)],)
+
+    def commit(self, h, u, gate):
+        return h + torch.sigmoid(gate(h)) * u
 
 
 @register("highway_convex")
@@ -219,8 +259,8 @@ class HighwayConvex(Highway):
         for gate in self.gates:
             nn.init.constant_(gate.bias, self.carry_bias)
 
-    def write(self, h, i, u):
-        g = torch.sigmoid(self.gates[self.shape.unique(i)](h))
+    def commit(self, h, u, gate):
+        g = torch.sigmoid(gate(h))
         return h + g * (u - h)
 
 
@@ -238,8 +278,11 @@ class ReZero(ResidualRule):
     def reset_parameters(self):
         nn.init.zeros_(self.alpha)
 
-    def write(self, h, i, u):
-        return h + self.alpha[self.shape.unique(i)] * u
+    def step_params(self, i):
+        return (self.alpha[self.shape.unique(i)],)
+
+    def commit(self, h, u, alpha):
+        return h + alpha * u
 
 
 @register("layerscale")
@@ -259,35 +302,47 @@ class LayerScale(ResidualRule):
     def reset_parameters(self):
         nn.init.constant_(self.scale, self.init)
 
-    def write(self, h, i, u):
-        return h + self.scale[self.shape.unique(i)] * u
+    def step_params(self, i):
+        return (self.scale[self.shape.unique(i)],)
+
+    def commit(self, h, u, scale):
+        return h + scale * u
 
 
 @register("scaled")
 class Scaled(ResidualRule):
-    r"""Fixed residual scaling for looped models: h' = h + ε·u.
+    r"""Fixed residual scaling for looped models (Wang et al., 2026, arXiv 2606.18524): h' = h + ε·u.
 
-        ε = λ / (N·√L)   (``scaling="depth"``: L unique blocks looped N times; 1/√L when N = 1)
-        ε = λ / √N       (``scaling="loops"``: the common 1/√N alternative it is compared against)
+        ε = λ · N^(−p) · (L / 12)^(−1/2)     L unique blocks, looped N times
+        p = 1    (``scaling="depth"``, the paper's factored λ/(N·√m_L), m_L = L/12)
+        p = 1/2  (``scaling="loops"``, the 1/√N rule the paper tests it against, with the same depth factor)
+
+    As in the paper: ε multiplies each sublayer's update (attention and MLP alike; the factor 2 of two
+    branches per block is absorbed into λ), L counts blocks relative to its reference depth of 12, λ = 1 is
+    not tuned, and ε *owns* the depth scaling, so the output projections start at N(0, 0.02) like every other
+    weight instead of also shrinking by 1/√(2·L·N) (``owns_depth_scaling``). Not followed: the paper's
+    per-group learning rates (the looped stack at η·m_L^(−1/2)); at a fixed L that is one constant factor for
+    every N, so it moves the whole learning-rate curve but not whether its optimum moves with N.
     """
+
+    owns_depth_scaling = True
+    REFERENCE_DEPTH = 12
+    LOOP_EXPONENT = {"depth": 1.0, "loops": 0.5}
 
     def __init__(self, shape: StreamShape, lam: float = 1.0, scaling: str = "depth"):
         super().__init__(shape)
-        eps_by_scaling = {
-            "depth": lam / (shape.n_loops * math.sqrt(shape.n_layers)),
-            "loops": lam / math.sqrt(shape.n_loops),
-        }
-        if scaling not in eps_by_scaling:
-            raise ConfigError(f"unknown scaling {scaling!r}; valid choices: {', '.join(eps_by_scaling)}")
-        self.eps = eps_by_scaling[scaling]
+        if scaling not in self.LOOP_EXPONENT:
+            raise ConfigError(f"unknown scaling {scaling!r}; valid choices: {', '.join(self.LOOP_EXPONENT)}")
+        depth_factor = math.sqrt(shape.n_layers / self.REFERENCE_DEPTH)
+        self.eps = lam / (shape.n_loops ** self.LOOP_EXPONENT[scaling] * depth_factor)
 
-    def write(self, h, i, u):
+    def commit(self, h, u):
         return h + self.eps * u
 
 
 @register("scaled_loops")
 class ScaledLoops(Scaled):
-    r"""h' = h + (λ/√N)·u: the 1/√N residual scaling that ``scaled``'s λ/(N·√L) is tested against."""
+    r"""h' = h + λ/(√N·√(L/12))·u: the 1/√N loop scaling that ``scaled``'s 1/N is tested against."""
 
     def __init__(self, shape: StreamShape, lam: float = 1.0):
         super().__init__(shape, lam=lam, scaling="loops")

@@ -142,6 +142,49 @@ def trend(df, metric: str = "val_loss", reference: str = "review") -> pd.DataFra
     return pd.DataFrame(rows)
 
 
+def gap_factors(df, metric: str = "val_loss", reference: str = "review", alpha: float = 0.05) -> pd.DataFrame:
+    """Which factor the gap follows: per baseline, OLS of the per-cell gap on log10 size and log10 tokens/param.
+
+        gap_cell = a + b_size · log10(params_M) + b_tpp · log10(tokens per parameter) + e
+
+    A cell is one size name (one model width trained for one token budget); its gap is the primary test's
+    (the mean paired difference), its size and tokens per parameter are the reference variant's. One point
+    per cell, not per seed, for the reason given in ``trend``. A grid where the larger width is also trained
+    at the smaller one's tokens per parameter keeps the two logs from being collinear; the paper's sizes are
+    not such a grid (its tokens per parameter fall as size grows), so its runs cannot separate them.
+    Returns one row per (baseline, term) with the coefficient (nats per decade), its standard error, the
+    (1 − alpha) t-interval on n_cells − 3 degrees of freedom, and its two-sided p.
+    """
+    df = _checked(df, metric, reference)
+    if "tokens_per_param" not in df.columns:
+        raise ValueError("the table needs a tokens_per_param column (every rrlib result file has one)")
+    table = compare(df, metric, reference, alpha=alpha, n_boot=0)
+    cells = df[df["variant"] == reference].groupby("size")[["params_M", "tokens_per_param"]].mean()
+    rows = []
+    for baseline, group in table.groupby("baseline", sort=False):
+        group = group.assign(gap_cell=_tested_gap(group)).dropna(subset=["gap_cell"])
+        x = np.column_stack([np.ones(len(group)), np.log10(cells.loc[group["size"], "params_M"]),
+                             np.log10(cells.loc[group["size"], "tokens_per_param"])])
+        y = group["gap_cell"].to_numpy()
+        dof = len(y) - x.shape[1]
+        base = {"baseline": baseline, "metric": metric, "n_cells": len(y), "df": dof}
+        if dof < 1 or np.linalg.matrix_rank(x) < x.shape[1]:
+            note = "fewer cells than coefficients + 1" if dof < 1 else "size and tokens/param are collinear"
+            rows += [{**base, "term": t, "coef": np.nan, "stderr": np.nan, "ci_low": np.nan, "ci_high": np.nan,
+                      "p": np.nan, "note": note} for t in ("intercept", "log10_size", "log10_tokens_per_param")]
+            continue
+        coef, *_ = np.linalg.lstsq(x, y, rcond=None)
+        resid = y - x @ coef
+        cov = (resid @ resid / dof) * np.linalg.inv(x.T @ x)
+        se = np.sqrt(np.diag(cov))
+        t_crit = stats.t.ppf(1 - alpha / 2, dof)
+        for term, c, e in zip(("intercept", "log10_size", "log10_tokens_per_param"), coef, se):
+            p = 2 * stats.t.sf(abs(c / e), dof) if e > 0 else np.nan
+            rows.append({**base, "term": term, "coef": c, "stderr": e, "ci_low": c - t_crit * e,
+                         "ci_high": c + t_crit * e, "p": p, "note": ""})
+    return pd.DataFrame(rows)
+
+
 def verdicts(comparison: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
     """A plain-words verdict per size, built from a `compare` table (its primary test and Holm p).
 

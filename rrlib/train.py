@@ -4,18 +4,25 @@ The run folder ``<out_root>/<size>/<variant>/seed<k>/`` holds:
 
     config.json     the resolved config, git commit, library/torch versions, device, precision
     metrics.jsonl   one line per logged step (loss, lr, grad norm, tokens/s) and per periodic evaluation
-    ckpt.pt         the latest checkpoint (model, optimizer, step, minutes); written atomically
-    result.json     written once, atomically, when the run ends (status finished or diverged)
+    ckpt.pt         while it runs: the latest checkpoint (model, optimizer, step, minutes); written atomically
+    result.json     written once, atomically, when the run ends (status finished or diverged); ckpt.pt then goes
+    weights.pt      the final weights, only with train.keep_weights bf16 or fp32 (rrlib.checkpoints)
 
 Faults: a checkpoint is written every ``ckpt_every`` steps and on SIGTERM/SIGINT. Batches are a pure function
 of (seed, step) and nothing else draws random numbers after init, so a run killed at any point and started
-again continues bitwise-identically on CPU. A NaN/inf loss ends the run with status ``diverged``. Starting a
-run that has a result does nothing. A file lock on the run folder keeps two processes from running one run.
+again continues bitwise-identically on CPU, its metrics log line for line (the open log window is part of the
+checkpoint). A NaN/inf loss ends the run with status ``diverged``. Starting a run that has a result does
+nothing. A file lock on the run folder keeps two processes from running one run.
+
+Identity: every file of the folder carries the run's fingerprint (rrlib.runfiles); a folder that holds a run
+with other settings, finished or not, is never resumed or answered from, and every file is read guarded.
 """
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
+import functools
 import json
 import math
 import os
@@ -33,9 +40,12 @@ from torch.nn.parallel import DistributedDataParallel
 
 from . import __version__
 from .config import PROJECT_ROOT, ConfigError, RunConfig, project_path
-from .data import fixed_eval_windows, get_batch, load_token_data, paper_eval_windows
+from .checkpoints import CKPT_FILE, drop_checkpoint, keep_final, save_atomic, save_checkpoint
+from .data import DataError, fixed_eval_windows, get_batch, load_token_data, paper_eval_windows
 from .evaluate import evaluate
 from .model import GPT
+from .runfiles import (MOVE_ASIDE, RunConflict, StateError, differences, fingerprint, read_checkpoint,
+                       read_config, read_result, recorded_identity, run_identity, truncate_metrics)
 
 
 
@@ -46,9 +56,7 @@ class RunBusy(RuntimeError):
 # ---------------------------------------------------------------- small helpers
 
 def write_json_atomic(path: Path, obj: dict) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    save_atomic(obj, path, lambda o, fh: fh.write((json.dumps(o, indent=2, sort_keys=True) + "\n").encode()))
 
 
 def git_commit() -> str:
@@ -83,8 +91,14 @@ def resolve_precision(precision: str, device: torch.device) -> str:
 
 
 def autocast_factory(precision: str, device: torch.device):
-    """bf16 autocast around forward passes only; fp32/tf32 run without autocast (tf32 is a matmul flag)."""
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = precision == "tf32"
+    """bf16 autocast around forward passes only; fp32/tf32 run without autocast.
+
+    TF32 is set through ``torch.set_float32_matmul_precision`` alone ("high" = TF32 for fp32 matmuls, as the
+    paper; "highest" = full fp32). The legacy ``allow_tf32`` flags are never touched: on torch 2.13, mixing
+    them with this API makes a later ``get_float32_matmul_precision()`` raise, and inductor's autotuning
+    calls it.
+    """
+    torch.set_float32_matmul_precision("high" if precision == "tf32" else "highest")
     if precision == "bf16":
         return lambda: torch.autocast(device.type, dtype=torch.bfloat16)
     return contextlib.nullcontext
@@ -99,10 +113,14 @@ def lr_at(step: int, cfg) -> float:
 
 
 def make_optimizer(model: torch.nn.Module, cfg, device: torch.device) -> torch.optim.AdamW:
-    """AdamW; weight decay on matrices only (embeddings included), not on biases, gains or scalar gates."""
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
-    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    """AdamW. ``weight_decay_on="all"`` decays every tensor, as the paper's ``AdamW(model.parameters())``
+    (biases, norm gains and gate biases too); ``"matrices"`` decays tensors with dim ≥ 2 only (embeddings
+    included), the usual GPT practice."""
+    every = cfg.weight_decay_on == "all"
+    decay = [p for p in model.parameters() if every or p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if not every and p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay}] + \
+        ([{"params": no_decay, "weight_decay": 0.0}] if no_decay else [])
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=tuple(cfg.betas), fused=device.type == "cuda")
 
 
@@ -147,7 +165,8 @@ def load_run_data(run: RunConfig):
         dataset=dc.dataset, data_path=str(project_path(dc.data_path)) if dc.data_path else None,
         val_path=str(project_path(dc.val_path)) if dc.val_path else None, tokenizer=dc.tokenizer,
         max_stories=dc.max_stories, heldout=dc.heldout, heldout_frac=dc.heldout_frac,
-        cache_dir=str(project_path(dc.cache_dir)), gpt2_dir=dc.gpt2_dir)
+        cache_dir=str(project_path(dc.cache_dir)), gpt2_dir=dc.gpt2_dir, eos_in_text=dc.eos_in_text,
+        heldout_cut=dc.heldout_cut)
 
 
 def optimizer_step(model, fwd, optimizer, x, y, lr: float, accum: int, autocast, grad_clip: float,
@@ -173,9 +192,24 @@ def optimizer_step(model, fwd, optimizer, x, y, lr: float, accum: int, autocast,
     return step_loss, grad_norm
 
 
-def read_result(run_dir: Path) -> dict | None:
-    path = Path(run_dir) / "result.json"
-    return json.loads(path.read_text()) if path.exists() else None
+def device_batches(tokens, start: int, stop: int, seed: int, batch_size: int, seq_len: int, rank: int, world: int,
+                   device: torch.device):
+    """The training batches of steps start..stop-1, each on the device when its step asks for it.
+
+    The next batch is cut while the current step's kernels run (the generator resumes only after they are
+    queued). On CUDA it travels from pinned memory with ``non_blocking``: a copy from pageable memory is staged
+    and makes the host wait. Batches stay a pure function of (seed, step), so resuming is unchanged.
+    """
+    def fetch(step):
+        x, y = get_batch(tokens, step, seed, batch_size, seq_len, rank, world)
+        if device.type == "cuda":
+            x, y = (t.pin_memory().to(device, non_blocking=True) for t in (x, y))
+        return x, y
+
+    ahead = fetch(start) if start < stop else None
+    for step in range(start, stop):
+        yield ahead
+        ahead = fetch(step + 1) if step + 1 < stop else None
 
 
 # ---------------------------------------------------------------- distributed
@@ -200,27 +234,163 @@ def grad_accum_steps(cfg, world_size: int) -> int:
 
 # ---------------------------------------------------------------- the run
 
-def train_run(run: RunConfig, progress: bool = True) -> dict:
-    """Train one run to its result (or resume it); returns the result dict. Raises RunBusy if locked."""
-    run_dir = run.run_dir
-    done = read_result(run_dir)
+def train_run(run: RunConfig, progress: bool = True, move_aside: bool = False, allow_slow: bool | None = None) -> dict:
+    """Train one run to its result (or resume it); returns the result dict. Raises RunBusy if locked.
+
+    A folder that holds this run finished answers with its result; one that holds another run (or a file that
+    cannot be read) raises RunConflict (StateError), unless ``move_aside`` moves it aside first. A run far beyond
+    a CPU's reach stops before it starts unless ``allow_slow`` (default: $RRLIB_ALLOW_SLOW=1).
+    """
+    run, done = claimed(run, move_aside)
     if done is not None:
         return done
     rank, local_rank, world = dist_info()
     accum = grad_accum_steps(run.train, world)
     device = pick_device(run.train.device)
+    check_cpu_reach([run], device, allow_slow)
+    run_dir = run.run_dir
     if world > 1:
         if device.type == "cuda":
             device = torch.device("cuda", local_rank)
             torch.cuda.set_device(device)
         if not dist.is_initialized():
             dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    # folders this call creates: a bad input found while starting (data that cannot be read) leaves none behind
+    created = [d for d in (run_dir, *list(run_dir.parents)[:3]) if not d.exists()]  # up to the out root
     lock = run_lock(run_dir) if rank == 0 else contextlib.nullcontext()
-    with lock, StopFlag() as stop:
-        done = read_result(run_dir)  # another process may have finished it while we waited
-        if done is not None:
-            return done
-        return _train(run, run_dir, device, rank, world, accum, stop, progress and rank == 0)
+    try:
+        with lock, StopFlag() as stop:
+            run, done = claimed(run)  # another process may have finished it while we waited
+            if done is not None:
+                return done
+            return _train(run, run_dir, device, rank, world, accum, stop, progress and rank == 0)
+    except (ConfigError, DataError):
+        if rank == 0 and created and {p.name for p in run_dir.iterdir()} <= {"run.lock"}:
+            (run_dir / "run.lock").unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # a folder another process has written to meanwhile stays
+                for folder in created:  # innermost first; each is empty once the one inside it is gone
+                    folder.rmdir()
+        raise
+
+
+def claimed(run: RunConfig, move_aside: bool = False) -> tuple[RunConfig, dict | None]:
+    """What the run's folder holds, checked against ``run``: (the run with 'auto' settled, its result if done).
+
+    Raises RunConflict when the folder holds a finished run or a checkpoint made with other settings, and
+    StateError when one of its files cannot be read; with ``move_aside`` the folder is moved aside instead.
+    """
+    run_dir = run.run_dir
+    try:
+        result, header = read_result(run_dir), read_config(run_dir)
+        if result is not None and header is None:
+            raise StateError(f"{run_dir / 'config.json'} is missing beside a result, so what the run was cannot be "
+                             f"checked; restore it, or {MOVE_ASIDE}")
+        # the checkpoint is opened (memory-mapped: cheap at any size) so a damaged one is named before training
+        ckpt = read_checkpoint(run_dir / CKPT_FILE, mmap=True) if result is None else None
+    except StateError:
+        if not move_aside:
+            raise
+        move_folder_aside(run_dir, "unreadable")
+        return run, None
+    if result is None and ckpt is None:
+        return run, None  # nothing trained is kept: whatever the folder holds is started afresh
+    recorded = recorded_identity(header) if header is not None else ckpt.get("identity")
+    if recorded is None:
+        return run, None  # a checkpoint from before fingerprints, without its config.json: nothing to compare
+    settled = as_recorded(run, recorded, to_train=result is None)
+    asked = asked_identity(settled)
+    if asked == recorded:
+        return settled, result
+    if move_aside:
+        move_folder_aside(run_dir, fingerprint(recorded))
+        return run, None
+    what = f"a {result['status']} run" if result is not None else "a run in progress"
+    raise RunConflict(f"{run_dir} holds {what} with other settings ({differences(recorded, asked)}); train this "
+                      f"one under another --out, or {MOVE_ASIDE}")
+
+
+def _device_type(name: str) -> str:
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return name.split(":")[0]
+
+
+def asked_identity(run: RunConfig) -> dict:
+    device_type = _device_type(run.train.device)
+    return run_identity(run, device_type, resolve_precision(run.train.precision, torch.device(device_type)))
+
+
+def as_recorded(run: RunConfig, recorded: dict, to_train: bool) -> RunConfig:
+    """``run`` with 'auto' device and precision read as the folder's run had them.
+
+    'auto' leaves the choice to rrlib, so a finished run asked again with 'auto' is the same run whatever device
+    it trained on, and a resumed one goes on as it began, where that device type is here.
+    """
+    tc, there = run.train, recorded["run"]
+    device = tc.device
+    if device == "auto" and (not to_train or there["device_type"] == "cpu" or torch.cuda.is_available()):
+        device = there["device_type"]
+    precision = tc.precision
+    if precision == "auto" and _device_type(device) == there["device_type"]:
+        precision = there["precision"]
+    return dataclasses.replace(run, train=dataclasses.replace(tc, device=device, precision=precision))
+
+
+def move_folder_aside(run_dir: Path, tag: str) -> Path:
+    """Rename the run folder to ``moved-seed<k>-<tag>`` beside it: kept, and out of every ``seed*`` glob."""
+    with run_lock(run_dir):
+        target, n = run_dir.with_name(f"moved-{run_dir.name}-{tag}"), 1
+        while target.exists():
+            n += 1
+            target = run_dir.with_name(f"moved-{run_dir.name}-{tag}-{n}")
+        os.rename(run_dir, target)
+    print(f"[rrlib] moved {run_dir} aside to {target.name}", file=sys.stderr, flush=True)
+    return target
+
+
+# Beyond this many hours at the CPU's full matmul speed, a run is not a CPU's job (a paper size is days).
+CPU_REACH_HOURS = 12
+
+
+@functools.cache
+def cpu_matmul_flops() -> float:
+    """Measured fp32 matmul FLOP/s of this CPU at its current threads: faster than training ever runs on it."""
+    n, reps = 512, 4
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    a @ b
+    best = math.inf
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            a @ b
+        best = min(best, time.perf_counter() - t0)
+    return 2 * n ** 3 * reps / best
+
+
+def training_flops(run: RunConfig) -> float:
+    """FLOPs of the run's training steps, counted from the model's structure (built on the meta device)."""
+    with torch.device("meta"):
+        model = GPT(run.model)
+    return model.flops_per_token() * run.train.steps * run.train.batch_size * run.model.seq_len
+
+
+def check_cpu_reach(runs: list[RunConfig], device: torch.device, allow_slow: bool | None = None) -> None:
+    """Stop, with the estimate, before training ``runs`` on a CPU when they would take far beyond its reach."""
+    if allow_slow is None:
+        allow_slow = os.environ.get("RRLIB_ALLOW_SLOW") == "1"
+    if device.type != "cpu" or allow_slow or not runs:
+        return
+    flops = sum(training_flops(r) for r in runs)
+    if flops < 1e14:  # under 12 hours even at 2.3 GFLOP/s: no need to measure
+        return
+    rate = cpu_matmul_flops()
+    hours = flops / rate / 3600
+    if hours > CPU_REACH_HOURS:
+        r = runs[0]
+        what = f"{r.size}/{r.variant}/seed{r.seed}" if len(runs) == 1 else f"these {len(runs)} {r.size} runs"
+        raise ConfigError(f"{what} would take at least {hours:,.0f} hours on this CPU ({flops:.1e} training FLOPs "
+                          f"at its full matmul speed, {rate / 1e9:.0f} GFLOP/s measured); run on a GPU, or pass "
+                          f"--allow-slow (RRLIB_ALLOW_SLOW=1 outside the command line) to start anyway")
 
 
 def _train(run, run_dir, device, rank, world, accum, stop, progress) -> dict:
@@ -232,14 +402,21 @@ def _train(run, run_dir, device, rank, world, accum, stop, progress) -> dict:
     torch.manual_seed(run.seed)
     model = GPT(run.model).to(device)
     optimizer = make_optimizer(model, tc, device)
+    identity = run_identity(run, device.type, precision)
     start_step, minutes_before = 0, 0.0
-    ckpt_path = run_dir / "ckpt.pt"
-    if ckpt_path.exists():
-        ckpt = torch.load(ckpt_path, map_location=device, weights_only=True)
+    # the log window open at the checkpoint: a run stopped between log steps logs the same lines as one that was not
+    window = {"start": 0, "loss_sum": 0.0, "first_bad": -1}
+    ckpt = read_checkpoint(run_dir / CKPT_FILE, map_location=device)
+    if ckpt is not None:
+        if ckpt.get("identity", identity) != identity:
+            raise RunConflict(f"{run_dir / CKPT_FILE} was written by a run with other settings "
+                              f"({differences(ckpt['identity'], identity)}); train this one under another --out, "
+                              f"or {MOVE_ASIDE}")
         model.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
         start_step, minutes_before = ckpt["step"], ckpt["minutes"]
-    fwd = torch.compile(model) if tc.compile else model
+        window = ckpt.get("log_window", {**window, "start": start_step})
+    fwd = model.compile_steps() if tc.compile else model  # per residual step: compile time flat in depth
     if world > 1:
         fwd = DistributedDataParallel(fwd, device_ids=[device.index] if device.type == "cuda" else None)
 
@@ -248,37 +425,43 @@ def _train(run, run_dir, device, rank, world, accum, stop, progress) -> dict:
         "torch_version": torch.__version__, "python": platform.python_version(), "device": _device_name(device),
         "precision": precision, "compile": tc.compile, "world_size": world, "grad_accum_steps": accum,
         "attention": _attention_backend(device), "data_source": data.source, "command": _command_line(),
+        "device_type": device.type, "fingerprint": fingerprint(identity),
     }
     if rank == 0:
         write_json_atomic(run_dir / "config.json", header)
-        _truncate_metrics(run_dir / "metrics.jsonl", start_step)
+        truncate_metrics(run_dir / "metrics.jsonl", start_step)
         print(f"[rrlib] {run.size}/{run.variant}/seed{run.seed}: device {header['device']}, precision "
               f"{precision}, attention {header['attention']}, compile {tc.compile}, world {world}, "
               f"params {model.n_params() / 1e6:.2f}M, start step {start_step}", flush=True)
 
     def save(step, minutes):
+        loss_sum = loss_acc.clone()
+        if world > 1:  # every rank resumes with the window's mean, so the next all-reduce / world is right
+            dist.all_reduce(loss_sum)
+            loss_sum /= world
         if rank == 0:
-            tmp = ckpt_path.with_suffix(".tmp")
-            torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
-                        "minutes": minutes}, tmp)
-            os.replace(tmp, ckpt_path)
+            save_checkpoint(run_dir, model, optimizer, step, minutes, identity=identity,
+                            fingerprint=header["fingerprint"],
+                            log_window={"start": window_start, "loss_sum": loss_sum.item(),
+                                        "first_bad": int(first_bad.item())})
 
     def fixed_eval():
         return evaluate(model, fixed_eval_windows(data.heldout, run.model.seq_len, tc.fixed_eval_tokens,
                                                   batch_size=max(1, tc.batch_size // world)), device, autocast)
 
     tokens_per_step = tc.batch_size * run.model.seq_len
-    first_bad = torch.full((), -1, dtype=torch.long, device=device)
-    loss_acc = torch.zeros((), device=device)
+    first_bad = torch.full((), window["first_bad"], dtype=torch.long, device=device)
+    loss_acc = torch.full((), window["loss_sum"], device=device)
     metrics = open(run_dir / "metrics.jsonl", "a") if rank == 0 else None
     bar = _progress_bar(start_step, tc.steps, progress)
     clock = TrainClock()
-    step, window_start = start_step, start_step
+    step, window_start = start_step, window["start"]
+    batches = device_batches(data.train, step, tc.steps, run.seed, tc.batch_size, run.model.seq_len, rank, world,
+                             device)
     try:
         while step < tc.steps:
             lr = lr_at(step, tc)
-            x, y = get_batch(data.train, step, run.seed, tc.batch_size, run.model.seq_len, rank, world)
-            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+            x, y = next(batches)
             step_loss, grad_norm = optimizer_step(model, fwd, optimizer, x, y, lr, accum, autocast, tc.grad_clip,
                                                   distributed=world > 1)
             # divergence is recorded on the device and read at log steps: no host sync per step
@@ -291,19 +474,22 @@ def _train(run, run_dir, device, rank, world, accum, stop, progress) -> dict:
                     dist.all_reduce(loss_acc)
                     loss_acc /= world
                 n = step - window_start
-                tok_s = n * tokens_per_step / clock.window()
-                mean_loss = loss_acc.item() / n
+                timed = step - max(window_start, start_step)  # a window opened before a resume was timed in part
+                tok_s = timed * tokens_per_step / clock.window()
+                # the log step's one host sync: the three numbers come over in one transfer
+                loss_sum, norm, bad_step = torch.stack([loss_acc.double(), grad_norm.double(),
+                                                        first_bad.double()]).tolist()
+                mean_loss = loss_sum / n
                 loss_acc.zero_()
                 window_start = step
-                _log(metrics, {"step": step, "loss": mean_loss, "lr": lr, "grad_norm": grad_norm.item(),
+                _log(metrics, {"step": step, "loss": mean_loss, "lr": lr, "grad_norm": norm,
                                "tokens_per_s": tok_s})
                 if bar is not None:
-                    bar.update(n)
+                    bar.update(timed)
                     bar.set_postfix(loss=f"{mean_loss:.4f}", tok_s=f"{tok_s:,.0f}")
-                if first_bad.item() >= 0:
-                    save(step, minutes_before + clock.train_seconds() / 60)
+                if bad_step >= 0:  # a diverged run resumes nothing: no checkpoint, as a finished one
                     return _finish(run, run_dir, model, header, "diverged", step, minutes_before, clock,
-                                   start_step, diverged_step=int(first_bad.item()))
+                                   start_step, diverged_step=int(bad_step))
             if step % tc.eval_every == 0 and step < tc.steps:
                 with clock.paused() as paused:
                     ev = fixed_eval()
@@ -376,11 +562,14 @@ def _finish(run, run_dir, model, header, status, step, minutes_before, clock, st
         "n_loops": run.model.n_loops, "lr": tc.lr, "precision": header["precision"], "device": header["device"],
         "world_size": header["world_size"], "git_commit": header["git_commit"],
         "rrlib_version": __version__, "torch_version": torch.__version__, "data_source": header["data_source"],
+        "fingerprint": header["fingerprint"],
         "peak_memory_MB": _peak_memory_mb(next(model.parameters()).device),
         "status": status, "diverged_step": diverged_step, **(evals or {}),
     }
     if int(os.environ.get("RANK", 0)) == 0:
+        keep_final(run_dir, model, tc.keep_weights)
         write_json_atomic(run_dir / "result.json", result)
+        drop_checkpoint(run_dir)  # after the result: a kill in between leaves a finished run, not a lost one
     return result
 
 
@@ -395,13 +584,6 @@ def _log(fh, record: dict) -> None:
     if fh is not None:
         fh.write(json.dumps(record) + "\n")
         fh.flush()
-
-
-def _truncate_metrics(path: Path, step: int) -> None:
-    """On resume, drop log lines past the checkpoint so the log reads as one uninterrupted run."""
-    if path.exists():
-        keep = [ln for ln in path.read_text().splitlines() if ln.strip() and json.loads(ln)["step"] <= step]
-        path.write_text("".join(ln + "\n" for ln in keep))
 
 
 def _progress_bar(start: int, total: int, enabled: bool):

@@ -156,8 +156,9 @@ def test_tail_heldout_is_the_last_share_of_the_stream(train_txt, tmp_path):
     three = load_token_data(data_path=train_txt, tokenizer="bytes", cache_dir=tmp_path)
     ten = load_token_data(data_path=train_txt, tokenizer="bytes", heldout_frac=0.1, cache_dir=tmp_path)
     total = len(three.train) + len(three.heldout)
-    assert total == 2_062_181 and len(three.heldout) == round(0.03 * total)
-    assert len(ten.heldout) == round(0.1 * total)
+    # the default cut is the paper's int(0.97 n) (tests/test_recipe.py compares it with rrlib's rounded cut)
+    assert total == 2_062_181 and len(three.train) == int(0.97 * total)
+    assert len(ten.train) == int(0.9 * total)
     np.testing.assert_array_equal(np.concatenate([three.train, three.heldout]),
                                   np.concatenate([ten.train, ten.heldout]))
     assert "last 3%" in three.source

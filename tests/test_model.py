@@ -1,5 +1,6 @@
 """The GPT: architecture invariants, init, counting, and the paper's parameter counts."""
 import dataclasses
+import math
 
 import pandas as pd
 import pytest
@@ -149,3 +150,15 @@ def test_forward_is_deterministic():
 def test_rejects_sequences_longer_than_context():
     with pytest.raises(ValueError, match="exceeds the context of 16"):
         small()(torch.zeros(1, 17, dtype=torch.long))
+
+
+def test_scaled_rules_own_the_depth_scaling_so_output_projections_do_not_shrink_with_n():
+    from rrlib.config import load_preset
+
+    base = load_preset("looped8").model
+    for variant, shrinks in (("scaled", False), ("scaled_loops", False), ("review", True), ("standard", True)):
+        torch.manual_seed(0)
+        model = GPT(dataclasses.replace(base, variant=variant, d_model=128))
+        proj = torch.cat([m.proj.weight.flatten() for m in model.modules() if hasattr(m, "proj")])
+        expected = 0.02 / math.sqrt(2 * 2 * 8) if shrinks else 0.02
+        assert proj.std().item() == pytest.approx(expected, rel=0.05), variant

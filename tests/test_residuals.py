@@ -6,7 +6,9 @@ import torch
 
 from rrlib.residuals import RULES, ConfigError, StreamShape, build_rule, rms
 
-SHAPE = StreamShape(d_model=16, n_layers=3)
+# zero-init Highway gates, so every rule's formula at init is exact (the paper's N(0, 0.02) Highway init is
+# pinned in tests/test_recipe.py)
+SHAPE = StreamShape(d_model=16, n_layers=3, highway_gate_init="zero")
 
 
 def _hu():
@@ -44,8 +46,8 @@ def test_review_gate_is_exactly_one_half_at_init():
     ("highway_convex", lambda h, u: (h + u) / 2),
     ("rezero", lambda h, u: h),
     ("layerscale", lambda h, u: h + 0.1 * u),
-    ("scaled", lambda h, u: h + u / math.sqrt(3)),
-    ("scaled_loops", lambda h, u: h + u),
+    ("scaled", lambda h, u: h + u * math.sqrt(12 / 3)),  # N = 1, L = 3: ε = 1/√(L/12)
+    ("scaled_loops", lambda h, u: h + u * math.sqrt(12 / 3)),
 ])
 def test_write_at_init(name, expected):
     h, u = _hu()
@@ -90,10 +92,13 @@ def test_layerscale_follows_cait_depth_rule():
     assert _fresh("layerscale", StreamShape(8, 36)).scale[0, 0].item() == pytest.approx(1e-6)
 
 
-def test_scaled_epsilon_for_looped_models():
-    looped = StreamShape(8, n_layers=4, n_loops=8)
-    assert _fresh("scaled", looped, lam=2.0).eps == pytest.approx(2.0 / (8 * 2))
-    assert _fresh("scaled", looped, scaling="loops").eps == pytest.approx(1 / math.sqrt(8))
+def test_scaled_epsilon_follows_the_looped_scaling_paper():
+    # ε = λ / (N^p · √(L/12)): at its reference depth L = 12, 1/N and 1/√N exactly
+    assert _fresh("scaled", StreamShape(8, n_layers=12, n_loops=8)).eps == pytest.approx(1 / 8)
+    assert _fresh("scaled_loops", StreamShape(8, n_layers=12, n_loops=8)).eps == pytest.approx(1 / math.sqrt(8))
+    looped = StreamShape(8, n_layers=3, n_loops=4)
+    assert _fresh("scaled", looped, lam=2.0).eps == pytest.approx(2.0 / (4 * 0.5))
+    assert _fresh("scaled", looped, scaling="loops").eps == pytest.approx(1 / (2 * 0.5))
     with pytest.raises(ConfigError, match="valid choices: depth, loops"):
         build_rule("scaled", looped, scaling="wrong")
 

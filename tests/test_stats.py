@@ -248,3 +248,42 @@ def test_verdict_for_review_significantly_worse():
     table = stats.compare(runs(review=review, standard=[v - 0.05 + 0.001 * (i % 2) for i, v in enumerate(review)]))
     assert table.iloc[0]["significant"]
     assert stats.verdicts(table)["verdict"].iloc[0].startswith("vs standard: Review worse by 0.049")
+
+
+def _grid(gap_of, noise=0.0, seeds=range(4)):
+    """Two widths × three budgets; the baseline's loss is Review's plus gap_of(log10 size, log10 tpp)."""
+    rng = np.random.default_rng(1)
+    rows = []
+    for params_M in (0.3, 1.1):
+        for tpp in (0.2, 0.7, 2.2, 8.0):
+            size = f"w{params_M}_t{tpp}"
+            for seed in seeds:
+                base = 2.0 + rng.normal(0, 0.05)
+                gap = gap_of(np.log10(params_M), np.log10(tpp)) + rng.normal(0, noise)
+                rows += [{"size": size, "variant": "review", "seed": seed, "params_M": params_M,
+                          "tokens_per_param": tpp, "val_loss": base},
+                         {"size": size, "variant": "standard", "seed": seed, "params_M": params_M,
+                          "tokens_per_param": tpp, "val_loss": base + gap}]
+    return pd.DataFrame(rows)
+
+
+def test_gap_factors_recovers_which_factor_the_gap_follows():
+    from rrlib.stats import gap_factors
+
+    exact = gap_factors(_grid(lambda ls, lt: 0.01 - 0.05 * lt, noise=1e-4)).set_index("term")
+    assert exact.loc["log10_tokens_per_param", "coef"] == pytest.approx(-0.05, abs=1e-3)
+    assert exact.loc["log10_size", "coef"] == pytest.approx(0.0, abs=2e-3)
+    assert exact.loc["log10_tokens_per_param", "p"] < 1e-6 and exact.loc["log10_size", "p"] > 0.01
+    assert (exact["n_cells"] == 8).all() and (exact["df"] == 5).all()
+    by_size = gap_factors(_grid(lambda ls, lt: 0.08 * ls, noise=1e-4)).set_index("term")
+    assert by_size.loc["log10_size", "ci_low"] < 0.08 < by_size.loc["log10_size", "ci_high"]
+    assert by_size.loc["log10_tokens_per_param", "ci_low"] < 0 < by_size.loc["log10_tokens_per_param", "ci_high"]
+
+
+def test_gap_factors_refuses_collinear_size_and_tokens():
+    from rrlib.stats import gap_factors
+
+    df = _grid(lambda ls, lt: 0.0, noise=1e-3)
+    df["tokens_per_param"] = 1 / df["params_M"]  # the paper's design: tokens per parameter fall as size grows
+    out = gap_factors(df)
+    assert out["coef"].isna().all() and (out["note"] == "size and tokens/param are collinear").all()
