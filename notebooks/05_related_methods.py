@@ -50,13 +50,14 @@ steps = None  # training steps per run; None means the preset's
 out_root = "outputs/runs"  # run folders; finished runs are read, not retrained
 loop_size = "looped"  # the looped preset: sizes looped<N>
 loops = [1, 2, 4, 8]  # N
-lrs = [0.001, 0.003, 0.01, 0.03]  # the learning-rate sweep of the looped experiment (scripts/family_study.sh)
+lrs = [0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032]  # the looped learning-rate sweep, steps of 2x (scripts/family_study.sh)
 loop_variants = ["scaled", "scaled_loops", "review"]
 loop_seeds = None  # None means the preset's
 loop_steps = None  # None means the preset's
 figures_dir = None  # the report's figure folder; None shows figures without writing them
 
 # %%
+import re
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -64,12 +65,11 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from rrlib import plots, stats
+from rrlib import loading, plots, stats, tables
 from rrlib.config import load_preset, resolve_run
 from rrlib.data import unigram_entropy
 from rrlib.model import GPT
 from rrlib.residuals import RULES
-from rrlib.sweep import run_sweep
 from rrlib.train import load_run_data
 
 plots.use_style()
@@ -89,13 +89,15 @@ print(f"{size}: {preset.description}")
 def describe(variant):
     run = resolve_run(size, variant, seeds[0], overrides, out_root)
     model = GPT(run.model)
-    return {"method": RULES[variant].__doc__.strip().splitlines()[0], "d_model": run.model.d_model,
+    first_line = RULES[variant].__doc__.strip().splitlines()[0]
+    return {"method": re.sub(r"\*(\w[^*]*)\*", r"\1", first_line), "d_model": run.model.d_model,  # RST emphasis out
             "parameters (M)": model.n_params() / 1e6, "rule parameters": sum(p.numel() for p in model.rule.parameters()),
             "FLOPs/token (M)": model.flops_per_token() / 1e6}
 
 
 methods = pd.DataFrame({v: describe(v) for v in variants}).T
-methods.style.format({"parameters (M)": "{:.3f}", "FLOPs/token (M)": "{:.2f}"})
+tables.reader_table(methods, "05_methods", figures_dir,
+                    formats={"parameters (M)": "{:.3f}", "FLOPs/token (M)": "{:.2f}"})
 
 # %% [markdown]
 # ## Training every method
@@ -103,7 +105,7 @@ methods.style.format({"parameters (M)": "{:.3f}", "FLOPs/token (M)": "{:.2f}"})
 # Finished runs are read back from their result files; missing ones train now.
 
 # %%
-table = run_sweep(size, variants, seeds, overrides, out_root)
+table = loading.quiet_sweep(size, variants, seeds, overrides, out_root)
 table = table[table["variant"].isin(variants) & table["seed"].isin(seeds)].reset_index(drop=True)
 
 # %% [markdown]
@@ -126,19 +128,27 @@ summary["p (paired)"] = [gaps[v]["p"].iloc[0] if v in gaps else np.nan for v in 
 family_p = [summary.loc[v, "p (paired)"] for v in gaps]
 summary.loc[list(gaps), "p (Holm)"] = stats.holm(np.array(family_p, dtype=float))
 summary["tokens/s vs standard"] = summary["tokens_per_s"] / summary.loc["standard", "tokens_per_s"]
-summary.style.format(precision=4, na_rep="–")
+tables.reader_table(
+    summary.assign(loss_sd=[f"{m:.4f} ± {s:.4f}" for m, s in zip(summary["loss"], summary["sd"])]),
+    f"05_{size}_summary", figures_dir, full=summary,
+    columns=["params_M", "flops_per_token", "loss_sd", "gap vs standard", "p (paired)", "p (Holm)",
+             "tokens/s vs standard"],
+    formats={"params_M": "{:.3f}", "flops_per_token": lambda x: f"{x / 1e6:.2f}", "gap vs standard": "{:+.4f}",
+             "tokens/s vs standard": "{:.2f}"},
+    rename={"params_M": "params (M)", "flops_per_token": "MFLOPs / token", "loss_sd": "loss (nats, mean ± SD)",
+            "gap vs standard": "gap vs standard (nats)", "tokens/s vs standard": "speed vs standard"})
 
 # %%
 fig, ax = plt.subplots(figsize=(8, 4))
 order = list(summary.sort_values("loss").index)
 sns.pointplot(data=table, x="variant", y="fixed_loss", order=order, errorbar="sd", linestyle="none",
               color="black", ax=ax)
-sns.stripplot(data=table, x="variant", y="fixed_loss", order=order, hue="variant",
-              palette={v: plots.color(v) for v in order}, size=6, jitter=0.1, legend=False, ax=ax)
+for variant, runs_of_variant in table.groupby("variant"):
+    ax.scatter(runs_of_variant["variant"].map(order.index), runs_of_variant["fixed_loss"], s=36, zorder=3,
+               color=plots.color(variant), marker=plots.marker(variant))
 ax.set(xlabel="", ylabel="held-out loss (fixed set)", title=f"{size}: every method, {len(seeds)} seeds")
-ax.tick_params(axis="x", rotation=30)
-plots.save_figure(fig, "05_family_loss", figures_dir)
-plt.show()
+plt.setp(ax.get_xticklabels(), rotation=35, ha="right")
+plots.show_figure(fig, "05_family_loss", figures_dir)
 
 # %% [markdown]
 # ## Looped models: does λ/(N·√L) transfer the learning rate across N?
@@ -150,14 +160,14 @@ plt.show()
 # %%
 def looped_root(lr):
     """One folder of runs per learning rate, beside the main run folders (a run folder does not name its lr)."""
-    return str(Path(out_root).parent / f"looped-lr{lr:g}")
+    return str(Path(out_root).parent / "looped" / f"lr{lr:g}")
 
 
 loop_overrides = {"train": {"steps": loop_steps}} if loop_steps else {}
 loop_rows = []
 for lr in lrs:
     for n in loops:
-        result = run_sweep(f"{loop_size}{n}", loop_variants, loop_seeds,
+        result = loading.quiet_sweep(f"{loop_size}{n}", loop_variants, loop_seeds,
                            {"train": {**loop_overrides.get("train", {}), "lr": lr}}, looped_root(lr))
         loop_rows.append(result.assign(lr=lr, loops=n))
 looped = pd.concat(loop_rows, ignore_index=True)
@@ -172,23 +182,27 @@ looped["stalled"] = (looped["fixed_loss"] - floor).abs() < 0.05
 print(f"unigram entropy of the training tokens: {floor:.4f} nats; runs that ended within 0.05 nats of it "
       f"(stalled): {int(looped['stalled'].sum())} of {len(looped)}; diverged (no final loss): "
       f"{int(looped['fixed_loss'].isna().sum())}")
-looped.groupby(["variant", "lr"])["stalled"].sum().unstack("lr").loc[loop_variants]
+stalled_runs = looped.groupby(["variant", "lr"])["stalled"].sum().unstack("lr").loc[loop_variants]
+tables.reader_table(stalled_runs.rename(columns=lambda lr: f"lr {lr:g}"), "05_looped_stalled", figures_dir, full=looped)
 
 # %%
-fig, axes = plt.subplots(1, len(loop_variants), figsize=(4.2 * len(loop_variants), 3.6), sharey=True)
-for ax, variant in zip(np.atleast_1d(axes), loop_variants):
+fig, axes = plt.subplots(1, len(loop_variants), figsize=(4.2 * len(loop_variants), 3.6), sharey=True, squeeze=False)
+for ax, variant in zip(axes[0], loop_variants):
     sns.lineplot(data=curves[curves["variant"] == variant], x="lr", y="fixed_loss", hue="loops", marker="o",
-                 palette="viridis", ax=ax)
+                 palette="viridis", legend="brief" if ax is axes[0, -1] else False, ax=ax)
     ax.axhline(floor, color="grey", linestyle="--", linewidth=1, label="unigram entropy")
-    ax.set(xscale="log", xlabel="learning rate", ylabel="held-out loss (fixed set)", title=variant)
-plots.save_figure(fig, "05_looped_lr_transfer", figures_dir)
-plt.show()
+    plots.log_axis(ax, "x")
+    ax.set(xlabel="learning rate", ylabel="held-out loss (fixed set)", title=variant)
+plots.legend_outside(axes[0, -1], title="loops N")
+fig.suptitle("Looped models: held-out loss over the learning rate, per residual scaling and loop count N")
+plots.show_figure(fig, "05_looped_lr_transfer", figures_dir)
 
 # %%
 finite = curves.dropna(subset=["fixed_loss"])
 best = finite.loc[finite.groupby(["variant", "loops"])["fixed_loss"].idxmin()]
 best_lr = best.pivot(index="variant", columns="loops", values="lr").loc[loop_variants]
-best_lr
+tables.reader_table(best_lr.rename(columns=lambda n: f"N = {n}"), "05_looped_best_lr", figures_dir,
+                    formats=dict.fromkeys((f"N = {n}" for n in best_lr), "{:g}"))
 
 # %% [markdown]
 # ## Provenance
@@ -196,7 +210,7 @@ best_lr
 # What produced these results, read from the result files: code commit, device, precision, data.
 
 # %%
-plots.provenance(table)
+tables.reader_table(loading.provenance(table), f"05_{size}_provenance", figures_dir)
 
 # %% [markdown]
 # ## Recap
