@@ -55,7 +55,7 @@ import pandas as pd
 import seaborn as sns
 import torch
 
-from rrlib import plots
+from rrlib import gates, loading, plots, tables
 from rrlib.config import resolve_run
 from rrlib.model import GPT
 from rrlib.residuals import RULES
@@ -97,8 +97,8 @@ for name in ("standard", "highway", "review", "review_convex"):
 fresh_run = resolve_run(size, "review", 0, out_root=out_root)
 torch.manual_seed(0)
 fresh = GPT(fresh_run.model).eval()
-x, y = plots.heldout_batch(fresh_run, n_windows)
-r_init = torch.cat([r.flatten() for r in plots.gate_activity(fresh, x)])
+x, y = loading.heldout_batch(fresh_run, n_windows)
+r_init = torch.cat([r.flatten() for r in gates.gate_activity(fresh, x)])
 print(f"{fresh.shape.n_steps} gates × {x.numel():,} tokens × {fresh_run.model.d_model} channels = "
       f"{r_init.numel():,} values of r; min {r_init.min():.6f}, max {r_init.max():.6f}")
 
@@ -127,9 +127,8 @@ ax.axvline(40, color="grey", ls=":", lw=1)
 ax.text(40.5, 1e-12, "20 blocks", color="grey")
 ax.set(xlabel="sublayers (2 per block)", ylabel=r"weight of $x_0$ on its direct path",
        title="What the identity path keeps: $\\prod (1-r)$ against 1")
-ax.legend(fontsize=9)
-plots.save_figure(fig, "01_carry_product", figures_dir)
-plt.show()
+plots.legend_outside(ax)
+plots.show_figure(fig, "01_carry_product", figures_dir)
 
 # %% [markdown]
 # ## What trained gates do
@@ -139,45 +138,44 @@ plt.show()
 # the update $\Vert u\Vert/\Vert h\Vert$ and its cosine with the state.
 
 # %%
-model, run, folder = plots.trained_model(size, "review", 0, out_root, local_out_root)
+model, run, folder = loading.trained_model(size, "review", 0, out_root, local_out_root)
 print(f"{run.size}/review/seed0: d_model {run.model.d_model}, {run.model.n_layers} blocks, "
       f"trained {run.train.steps} steps, {model.n_params() / 1e6:.2f}M parameters")
-gates = plots.gate_table(model, x)
-r_all = {name: r.flatten() for name, r in zip(plots.sublayer_names(model), plots.gate_activity(model, x))}
+per_token = gates.gate_table(model, x)
+r_all = {name: r.flatten() for name, r in zip(gates.sublayer_names(model), gates.gate_activity(model, x))}
 per_layer = pd.DataFrame({name: {"mean r": r.mean().item(), "sd r": r.std().item(),
                                  "p10": r.quantile(0.1).item(), "p90": r.quantile(0.9).item()}
                           for name, r in r_all.items()}).T
-per_layer
+tables.reader_table(per_layer, "01_gates_per_sublayer", figures_dir, formats=dict.fromkeys(per_layer, "{:.3f}"))
 
 # %%
-sample = pd.concat([pd.DataFrame({"sublayer": name, "r": r[torch.randperm(len(r))[:20_000]].numpy()})
+draw = torch.Generator().manual_seed(0)  # a fixed sample, so that a rebuilt figure is the same
+sample = pd.concat([pd.DataFrame({"sublayer": name, "r": r[torch.randperm(len(r), generator=draw)[:20_000]].numpy()})
                     for name, r in r_all.items()])
 fig, ax = plt.subplots(figsize=(max(6, 0.7 * len(r_all)), 4))
 sns.violinplot(data=sample, x="sublayer", y="r", hue="sublayer", palette="Blues", inner="quartile", cut=0,
                legend=False, ax=ax)
 ax.axhline(0.5, color="grey", ls=":", lw=1)
 ax.set(ylim=(0, 1), title=f"Trained gates per sublayer ({run.size}, every token and channel)")
-plots.save_figure(fig, "01_gates_per_sublayer", figures_dir)
-plt.show()
+plots.show_figure(fig, "01_gates_per_sublayer", figures_dir)
 
 # %%
 fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
 for kind, marker in (("attn", "o"), ("mlp", "s")):
-    part = gates[gates["kind"] == kind]
+    part = per_token[per_token["kind"] == kind]
     axes[0].scatter(part["update_norm"], part["r_mean"], s=4, alpha=0.25, marker=marker, label=kind)
     axes[1].scatter(part["cosine"], part["r_mean"], s=4, alpha=0.25, marker=marker, label=kind)
 axes[0].set(xscale="log", xlabel=r"$\|u\| / \|h\|$", ylabel="mean r over channels (one point per token)")
 axes[1].set(xlabel=r"$\cos(u, h)$")
 axes[0].legend(markerscale=4)
 fig.suptitle("What the trained gates respond to")
-plots.save_figure(fig, "01_gate_response", figures_dir)
-plt.show()
+plots.show_figure(fig, "01_gate_response", figures_dir)
 
 # %%
-correlation = gates.groupby("sublayer", sort=False)[["r_mean", "update_norm", "cosine"]].corr(method="spearman")
+correlation = per_token.groupby("sublayer", sort=False)[["r_mean", "update_norm", "cosine"]].corr(method="spearman")
 correlation = correlation.xs("r_mean", level=1)[["update_norm", "cosine"]].rename(
     columns={"update_norm": "ρ(r, ‖u‖/‖h‖)", "cosine": "ρ(r, cos)"})
-correlation
+tables.reader_table(correlation, "01_gate_correlation", figures_dir, formats=dict.fromkeys(correlation, "{:+.2f}"))
 
 # %% [markdown]
 # ## Exploring one gate
@@ -186,26 +184,27 @@ correlation
 # only its direction: whatever correlation $r$ shows with $\Vert u\Vert$ above comes through the direction. To
 # see the response itself, we keep a real state $h$ from the held-out text and feed the trained gate synthetic
 # proposals $u$ at a chosen cosine with $h$ and a chosen size (the rest of $u$'s direction is the real update's).
-# In a live notebook the sliders below move these; the figure after them is the same probe on a grid.
+# In a live notebook (JupyterLab or Colab, see the README) three sliders move the sublayer, the cosine and the
+# size; a static page cannot run them, and shows the same probe on a grid instead, in the figure after them.
 
 # %%
-records = plots.gate_records(model, x)
-names = plots.sublayer_names(model)
+records = gates.gate_records(model, x)
+names = gates.sublayer_names(model)
 token = (0, x.shape[1] // 2)  # one held-out position, halfway through the first window
 
 
 def show_gate(sublayer=names[0], cosine=0.5, log10_scale=0.0):
     i = names.index(sublayer)
     h, u, _ = records[i]
-    r = plots.probe_gate(model, i, h[token], u[token], cosine, 10**log10_scale)
+    r = gates.probe_gate(model, i, h[token], u[token], cosine, 10**log10_scale)
     fig, ax = plt.subplots(figsize=(6, 3))
     ax.hist(r.numpy(), bins=30, range=(0, 1), color=plots.color("review"))
     ax.set(xlabel="r per channel", ylabel="channels",
            title=f"{sublayer}: cos(u, h) = {cosine:+.2f}, ‖u‖/‖h‖ = {10**log10_scale:.2g}, mean r = {r.mean():.3f}")
-    plt.show()
+    plots.show_figure(fig)
 
 
-# %%
+# %% tags=["live"]
 widgets.interact(show_gate, sublayer=names,
                  cosine=widgets.FloatSlider(value=0.5, min=-1, max=1, step=0.05),
                  log10_scale=widgets.FloatSlider(value=0.0, min=-2, max=2, step=0.1));
@@ -213,22 +212,30 @@ widgets.interact(show_gate, sublayer=names,
 # %%
 cosines = torch.linspace(-1, 1, 41)
 scales = (0.1, 1.0, 10.0)
-fig, axes = plt.subplots(1, len(names), figsize=(2.6 * len(names), 3.2), sharey=True, squeeze=False)
-for i, (name, ax) in enumerate(zip(names, axes[0])):
+n_cols = min(4, len(names))  # at most four panels a row, so each stays readable at the page's width
+n_rows = -(-len(names) // n_cols)
+fig, axes = plt.subplots(n_rows, n_cols, figsize=(3.4 * n_cols, 2.9 * n_rows + 0.6), sharex=True, sharey=True,
+                         squeeze=False)
+for i, (name, ax) in enumerate(zip(names, axes.flat)):
     h, u, _ = records[i]
     for scale, ls in zip(scales, ("-", "--", ":")):
-        r = plots.probe_gate(model, i, h[token], u[token], cosines, scale).mean(-1)
-        ax.plot(cosines, r, ls=ls, color=plots.color("review"), label=f"‖u‖/‖h‖ = {scale:g}")
+        r = gates.probe_gate(model, i, h[token], u[token], cosines, scale).mean(-1)
+        ax.plot(cosines, r, ls=ls, lw=2, color=plots.color("review"), label=f"‖u‖/‖h‖ = {scale:g}")
     ax.axhline(0.5, color="grey", lw=0.8, ls=":")
-    ax.set(title=name, xlabel="cos(u, h)")
-axes[0, 0].set_ylabel("mean r")
-axes[0, 0].legend(fontsize=8)
+    ax.set_title(name)
+for ax in axes.flat[len(names):]:
+    ax.set_visible(False)
+for ax in axes[-1]:
+    ax.set_xlabel("cos(u, h)")
+for ax in axes[:, 0]:
+    ax.set_ylabel("mean r")
+fig.legend(*axes.flat[0].get_legend_handles_labels(), loc="upper center", bbox_to_anchor=(0.5, 0), ncol=len(scales),
+           frameon=False)  # below the panels, off the curves
 fig.suptitle("The trained gate's response to the proposal's direction and size (one held-out token)")
-plots.save_figure(fig, "01_gate_probe", figures_dir)
-plt.show()
+plots.show_figure(fig, "01_gate_probe", figures_dir)
 
 # %%
-probe = torch.stack([plots.probe_gate(model, i, records[i][0][token], records[i][1][token], cosines, s).mean(-1)
+probe = torch.stack([gates.probe_gate(model, i, records[i][0][token], records[i][1][token], cosines, s).mean(-1)
                      for i in range(len(names)) for s in scales]).view(len(names), len(scales), -1)
 scale_effect = (probe.max(1).values - probe.min(1).values).max().item()
 direction_effect = (probe.max(2).values - probe.min(2).values).mean().item()

@@ -56,10 +56,9 @@ import pandas as pd
 import seaborn as sns
 import torch
 
-from rrlib import plots
+from rrlib import gates, loading, plots, tables
 from rrlib.config import available_sizes, load_preset, resolve_run
 from rrlib.model import GPT
-from rrlib.sweep import run_sweep
 
 plots.use_style()
 DEPTH_PRESET = "depth"
@@ -80,11 +79,15 @@ print(f"depths (blocks): {depths}; variants: {', '.join(variants)}; seeds: {seed
 # Each depth is one sweep. Finished runs are read from their result files; only missing ones are trained.
 
 # %%
-results = pd.concat([run_sweep(f"{DEPTH_PRESET}{L}", variants, seeds, overrides, out_root) for L in depths],
-                    ignore_index=True)
+results = pd.concat([loading.quiet_sweep(f"{DEPTH_PRESET}{L}", variants, seeds, overrides, out_root)
+                     for L in depths], ignore_index=True)
 results = results[results["variant"].isin(variants) & results["seed"].isin(seeds)]
 results["sublayers"] = 2 * results["n_layers"]
-results[["size", "variant", "seed", "params_M", "steps", "fixed_loss", "val_loss", "status"]]
+runs_per_depth = results.groupby("n_layers").agg(
+    sublayers=("sublayers", "first"), runs=("seed", "size"),
+    finished=("status", lambda s: int((s == "finished").sum())), params_M=("params_M", "max"), steps=("steps", "max"))
+tables.reader_table(runs_per_depth.rename_axis("blocks"), "02_runs", figures_dir, full=results,
+                    rename={"params_M": "params (M, largest)"})
 
 # %% [markdown]
 # ## Training curves
@@ -93,16 +96,16 @@ results[["size", "variant", "seed", "params_M", "steps", "fixed_loss", "val_loss
 # shows as a curve that stops falling early.
 
 # %%
-curves = pd.concat([plots.loss_curves(out_root, f"{DEPTH_PRESET}{L}", variants, seeds).assign(blocks=L)
+curves = pd.concat([loading.loss_curves(out_root, f"{DEPTH_PRESET}{L}", variants, seeds).assign(blocks=L)
                     for L in depths], ignore_index=True)
 grid = sns.relplot(data=curves, x="flops", y="loss", hue="variant", col="blocks", col_wrap=min(4, len(depths)),
-                   kind="line", errorbar=None, marker="o", markersize=3, markeredgewidth=0,
-                   palette={v: plots.color(v) for v in variants}, height=2.8,
+                   style="variant", kind="line", errorbar=None, markers=plots.markers(variants), dashes=False,
+                   markersize=4, markeredgewidth=0, palette=plots.palette(variants), height=2.8,
                    aspect=1.2, facet_kws={"sharex": False})
 grid.set_axis_labels("training FLOPs", "training loss")
 grid.set_titles("{col_name} blocks")
-plots.save_figure(grid.figure, "02_loss_curves", figures_dir)
-plt.show()
+grid.figure.suptitle("Training loss against compute, one panel per depth", y=1.02)
+plots.show_figure(grid.figure, "02_loss_curves", figures_dir)
 
 # %% [markdown]
 # ## Final loss against depth
@@ -115,16 +118,16 @@ final = results.groupby(["variant", "sublayers"])["fixed_loss"].agg(["mean", "st
 fig, ax = plt.subplots(figsize=(7, 4.2))
 for variant in variants:
     part = final[final["variant"] == variant]
-    ax.errorbar(part["sublayers"], part["mean"], yerr=part["std"].fillna(0), marker="o", capsize=3,
-                color=plots.color(variant), ls="--" if variant.endswith("convex") else "-", label=variant)
+    ax.errorbar(part["sublayers"], part["mean"], yerr=part["std"].fillna(0), marker=plots.marker(variant),
+                capsize=3, color=plots.color(variant), ls="--" if variant.endswith("convex") else "-", label=variant)
 diverged = results[results["status"] != "finished"]
 ax.scatter(diverged["sublayers"], diverged["fixed_loss"], marker="x", color="black", zorder=5,
            label="diverged" if len(diverged) else None)
 ax.set(xlabel="sublayers (2 per block)", ylabel="held-out loss (fixed set)", title="Final loss against depth")
-ax.legend(fontsize=9)
-plots.save_figure(fig, "02_final_loss_vs_depth", figures_dir)
-plt.show()
-final.pivot(index="sublayers", columns="variant", values="mean")[variants]
+plots.legend_outside(ax)
+plots.show_figure(fig, "02_final_loss_vs_depth", figures_dir)
+mean_loss = final.pivot(index="sublayers", columns="variant", values="mean")[variants]
+tables.reader_table(mean_loss, "02_final_loss", figures_dir, formats=dict.fromkeys(variants, "{:.3f}"))
 
 # %% [markdown]
 # ## The gradient that reaches the embeddings
@@ -135,7 +138,7 @@ final.pivot(index="sublayers", columns="variant", values="mean")[variants]
 # gradient is mostly the head's.
 
 # %%
-batch = plots.heldout_batch(resolve_run(f"{DEPTH_PRESET}{depths[0]}", variants[0], seeds[0], overrides,
+batch = loading.heldout_batch(resolve_run(f"{DEPTH_PRESET}{depths[0]}", variants[0], seeds[0], overrides,
                                         out_root), grad_windows)
 rows = []
 for L in depths:
@@ -144,21 +147,20 @@ for L in depths:
             torch.manual_seed(seed)
             model = GPT(resolve_run(f"{DEPTH_PRESET}{L}", variant, seed, overrides, out_root).model)
             rows.append({"blocks": L, "sublayers": 2 * L, "variant": variant, "seed": seed,
-                         "grad_norm": plots.position_grad_norm(model, *batch)})
+                         "grad_norm": gates.position_grad_norm(model, *batch)})
 grads = pd.DataFrame(rows)
 grad_table = grads.pivot_table(index="sublayers", columns="variant", values="grad_norm")[variants]
-grad_table.style.format("{:.2e}")
+tables.reader_table(grad_table, "02_embedding_grad", figures_dir, formats=dict.fromkeys(variants, "{:.2e}"))
 
 # %%
 fig, ax = plt.subplots(figsize=(7, 4.2))
 for variant in variants:
-    ax.semilogy(grad_table.index, grad_table[variant], marker="o", color=plots.color(variant),
+    ax.semilogy(grad_table.index, grad_table[variant], marker=plots.marker(variant), color=plots.color(variant),
                 ls="--" if variant.endswith("convex") else "-", label=variant)
 ax.set(xlabel="sublayers (2 per block)", ylabel=r"$\|\partial L / \partial W_{pos}\|$ at init",
        title="Gradient reaching the position embeddings at initialisation")
-ax.legend(fontsize=9)
-plots.save_figure(fig, "02_embedding_grad_vs_depth", figures_dir)
-plt.show()
+plots.legend_outside(ax)
+plots.show_figure(fig, "02_embedding_grad_vs_depth", figures_dir)
 
 # %% [markdown]
 # ## Provenance
@@ -166,7 +168,7 @@ plt.show()
 # What produced these results, read from the result files: code commit, device, precision, data.
 
 # %%
-plots.provenance(results)
+tables.reader_table(loading.provenance(results), "02_provenance", figures_dir)
 
 # %% [markdown]
 # ## Recap

@@ -54,9 +54,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from rrlib import plots, stats
+from rrlib import loading, plots, stats, tables
 from rrlib.config import count_params, load_preset, resolve_run
-from rrlib.sweep import run_sweep
 
 plots.use_style()
 preset = load_preset(size)
@@ -85,7 +84,7 @@ pd.DataFrame.from_dict({v: {"d_model": r.model.d_model, "blocks": r.model.n_laye
 # Finished runs are read back; the others train now, one after another, each with its progress bar.
 
 # %%
-table = run_sweep(size, variants, seeds, overrides, out_root)
+table = loading.quiet_sweep(size, variants, seeds, overrides, out_root)
 table = table[table["variant"].isin(variants) & table["seed"].isin(seeds)].reset_index(drop=True)
 
 # %% [markdown]
@@ -95,13 +94,13 @@ table = table[table["variant"].isin(variants) & table["seed"].isin(seeds)].reset
 # spread across seeds as a band.
 
 # %%
-curves = plots.loss_curves(out_root, size, variants, seeds)
+curves = loading.loss_curves(out_root, size, variants, seeds)
 fig, ax = plt.subplots(figsize=(7, 4.2))
-sns.lineplot(data=curves, x="flops", y="loss", hue="variant", palette={v: plots.color(v) for v in variants},
-             errorbar=("pi", 100), ax=ax)
+sns.lineplot(data=curves, x="flops", y="loss", hue="variant", style="variant", palette=plots.palette(variants),
+             markers=plots.markers(variants), dashes=False, markevery=0.1, errorbar=("pi", 100), ax=ax)
 ax.set(xlabel="training FLOPs", ylabel="training loss", title=f"{size}: training curves")
-plots.save_figure(fig, f"03_{size}_loss_curves", figures_dir)
-plt.show()
+plots.legend_outside(ax)
+plots.show_figure(fig, f"03_{size}_loss_curves", figures_dir)
 
 # %% [markdown]
 # ## Final loss, seed by seed
@@ -110,27 +109,31 @@ plt.show()
 # the paired design shows as lines that move together.
 
 # %%
-fig, ax = plt.subplots(figsize=(6, 4))
+fig, ax = plt.subplots(figsize=(max(6, 0.8 * len(variants)), 4))
 order = {v: k for k, v in enumerate(variants)}
 for seed, runs_of_seed in table.groupby("seed"):
     runs_of_seed = runs_of_seed.sort_values("variant", key=lambda s: s.map(order))
-    ax.plot(runs_of_seed["variant"], runs_of_seed["fixed_loss"], color="grey", alpha=0.5, lw=1)
-sns.stripplot(data=table, x="variant", y="fixed_loss", hue="variant", order=variants,
-              palette={v: plots.color(v) for v in variants}, size=8, jitter=False, legend=False, ax=ax)
+    ax.plot(runs_of_seed["variant"].map(order), runs_of_seed["fixed_loss"], color="grey", alpha=0.5, lw=1)
+for variant, runs_of_variant in table.groupby("variant"):
+    ax.scatter(runs_of_variant["variant"].map(order), runs_of_variant["fixed_loss"], s=60, zorder=3,
+               color=plots.color(variant), marker=plots.marker(variant))
+ax.set_xticks(range(len(variants)), variants, rotation=35 if len(variants) > 4 else 0,
+              ha="right" if len(variants) > 4 else "center")
 ax.set(xlabel="", ylabel="held-out loss (fixed set)", title=f"{size}: final loss per seed")
-plots.save_figure(fig, f"03_{size}_final_loss", figures_dir)
-plt.show()
+plots.show_figure(fig, f"03_{size}_final_loss", figures_dir)
 
 # %% [markdown]
 # ## Results table
 #
 # One row per run: the paper's columns first (`val_loss` and `ece` by the paper's evaluation protocol), then the
-# fixed-set loss and ECE, and what each run cost.
+# fixed-set loss and ECE; the linked CSV adds what each run cost (tokens, minutes, device, precision).
 
 # %%
-columns = ["variant", "seed", "params_M", "steps", "val_loss", "ece", "fixed_loss", "fixed_ece", "tokens",
-           "tokens_per_param", "minutes", "device", "precision", "status"]
-table[columns]
+tables.reader_table(table, f"03_{size}_results", figures_dir, index=False,
+                    columns=["variant", "seed", "params_M", "val_loss", "ece", "fixed_loss", "fixed_ece", "status"],
+                    formats={c: "{:.4f}" for c in ("val_loss", "ece", "fixed_loss", "fixed_ece")},
+                    rename={"params_M": "params (M)", "val_loss": "val loss (nats)",
+                            "fixed_loss": "fixed-set loss (nats)", "fixed_ece": "fixed-set ECE"})
 
 # %% [markdown]
 # ## Provenance
@@ -138,7 +141,7 @@ table[columns]
 # What produced these results, read from the result files: code commit, device, precision, data.
 
 # %%
-plots.provenance(table)
+tables.reader_table(loading.provenance(table), f"03_{size}_provenance", figures_dir)
 
 # %% [markdown]
 # ## Recap

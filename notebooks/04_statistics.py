@@ -59,7 +59,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from rrlib import plots, stats
+from rrlib import loading, plots, stats, tables
 from rrlib.config import ModelConfig, TrainConfig
 from rrlib.sweep import results_table
 from rrlib.train import project_path
@@ -74,7 +74,7 @@ pd.set_option("display.float_format", "{:.4g}".format)
 paper_path = project_path(paper_csv)
 paper = stats.load_results(paper_path) if paper_path.exists() else None
 ours = results_table(out_root)
-ours = ours[ours["size"].isin(plots.standalone_sizes(ours["size"].unique())) & ~ours["size"].isin(exclude_sizes)
+ours = ours[ours["size"].isin(loading.standalone_sizes(ours["size"].unique())) & ~ours["size"].isin(exclude_sizes)
             & ours["variant"].isin(variants)]
 ours = stats.load_results(ours) if len(ours) else None
 
@@ -103,7 +103,9 @@ if not sources:
 # %%
 for name, (df, metric) in sources.items():
     print(f"{name} ({metric}, mean over seeds)")
-    display(stats.headline(df, metric))
+    headline = stats.headline(df, metric)
+    display(tables.reader_table(headline, f"04_{name}_headline", figures_dir,
+                                formats=dict.fromkeys(headline, "{:.4f}")))
 
 # %% [markdown]
 # ## The paper's test beside the paired test
@@ -114,17 +116,20 @@ for name, (df, metric) in sources.items():
 
 # %%
 comparisons = {name: stats.compare(df, metric, alpha=alpha, n_boot=n_boot) for name, (df, metric) in sources.items()}
-shown = ["size", "params_M", "baseline", "gap", "welch_p", "paired_p", "p_holm", "ci_low", "ci_high", "boot_low",
-         "boot_high", "d_z", "significant"]
+shown = {"size": "size", "baseline": "baseline", "gap": "gap (nats)", "welch_p": "Welch p", "paired_p": "paired p",
+         "p_holm": "Holm p", "ci": "95% CI (nats)", "d_z": "d_z", "significant": "significant"}
 for name, table in comparisons.items():
     print(name)
-    display(table[shown])
+    display(tables.reader_table(
+        table.assign(ci=[f"{lo:+.4f} to {hi:+.4f}" for lo, hi in zip(table["ci_low"], table["ci_high"])]),
+        f"04_{name}_tests", figures_dir, columns=list(shown), rename=shown, index=False,
+        formats={"gap": "{:+.4f}", "d_z": "{:.2f}"}, full=table))
 
 # %% [markdown]
 # ## The emergence curve
 #
-# The gap against Review's parameter count, with its 95% interval, for the paper's sizes and for ours. The
-# interactive version shows each point's tests on hover.
+# The gap against Review's parameter count, with its 95% interval, for the paper's sizes and for ours; each
+# point's tests show on hover. The same figure is exported as a PNG (`figures/04_emergence_curve.png`) for print.
 
 # %%
 def tested_gap(table):
@@ -156,18 +161,20 @@ fig.update_layout(title="Gap (baseline − review) against parameters, with 95% 
 plots.show_plotly(fig)
 
 # %%
+# the static twin of the figure above, for the README and print: saved, not shown again
 fig, axes = plt.subplots(1, len(sources_shown), figsize=(6 * len(sources_shown), 4.2), squeeze=False)
 for ax, source in zip(axes[0], sources_shown):
     for baseline, part in curve[curve["source"] == source].groupby("baseline", sort=False):
         ax.errorbar(part["params_M"], part["tested_gap"], yerr=[part["err_low"], part["err_high"]], capsize=3,
-                    marker="o", color=plots.color(baseline), label=f"vs {baseline}")
+                    marker=plots.marker(baseline), color=plots.color(baseline), label=f"vs {baseline}")
     ax.axhline(0, color="grey", ls=":", lw=1)
-    ax.set(xscale="log", xlabel="Review parameters (M)", title=source)
-    ax.legend(fontsize=9)
+    plots.log_axis(ax, "x")
+    ax.set(xlabel="Review parameters (M)", title=source)
+plots.legend_outside(axes[0, -1])
 axes[0, 0].set_ylabel("loss gap (positive favours Review)")
 fig.suptitle("The emergence curve, with 95% intervals")
 plots.save_figure(fig, "04_emergence_curve", figures_dir)
-plt.show()
+plt.close(fig)
 
 # %% [markdown]
 # ## The trend over scale
@@ -179,7 +186,11 @@ plt.show()
 trends = {name: stats.trend(df, metric) for name, (df, metric) in sources.items()}
 for name, table in trends.items():
     print(name)
-    display(table)
+    display(tables.reader_table(table, f"04_{name}_trend", figures_dir, index=False,
+                                columns=["baseline", "metric", "slope_per_decade", "stderr", "p", "r", "n_sizes"],
+                                formats={"slope_per_decade": "{:+.4f}", "stderr": "{:.4f}", "r": "{:+.2f}"},
+                                rename={"slope_per_decade": "slope (nats / decade)", "stderr": "SE (nats / decade)",
+                                        "n_sizes": "sizes"}))
 
 # %% [markdown]
 # ## Calibration
@@ -192,8 +203,12 @@ ece_metric = {"paper": "ece", "ours": "fixed_ece"}
 ece = {name: stats.compare(df, ece_metric[name], alpha=alpha, n_boot=0) for name, (df, _) in sources.items()}
 for name, (df, _) in sources.items():
     print(f"{name} ({ece_metric[name]}, mean over seeds)")
-    display(stats.headline(df, ece_metric[name]))
-    display(ece[name][["size", "baseline", "gap", "welch_p", "paired_p", "p_holm", "significant"]])
+    headline = stats.headline(df, ece_metric[name])
+    display(tables.reader_table(headline, f"04_{name}_ece", figures_dir, formats=dict.fromkeys(headline, "{:.4f}")))
+    display(tables.reader_table(ece[name], f"04_{name}_ece_tests", figures_dir, index=False,
+                                columns=["size", "baseline", "gap", "welch_p", "paired_p", "p_holm", "significant"],
+                                formats={"gap": "{:+.4f}"}, rename={"gap": "gap (ECE)", "welch_p": "Welch p",
+                                                                     "paired_p": "paired p", "p_holm": "Holm p"}))
 
 # %% [markdown]
 # ## Tokens per parameter: the context the paper leaves out
@@ -214,7 +229,10 @@ if "ours" in sources:
     budget.append(o.assign(source="ours"))
 budget = pd.concat(budget).reset_index().sort_values("params_M")
 budget["tokens_per_param"] = budget["tokens"] / (budget["params_M"] * 1e6)
-budget[["source", "size", "params_M", "steps", "tokens", "tokens_per_param"]]
+tables.reader_table(budget, "04_tokens_per_parameter", figures_dir, index=False,
+                    columns=["source", "size", "params_M", "steps", "tokens", "tokens_per_param"],
+                    formats={"params_M": "{:.3g}", "tokens_per_param": "{:.3g}"},
+                    rename={"params_M": "params (M)", "tokens_per_param": "tokens / parameter"})
 
 # %%
 fig, ax = plt.subplots(figsize=(7, 4))
@@ -224,11 +242,11 @@ for source, part in budget.groupby("source"):
         ax.annotate(row["size"], (row["params_M"], row["tokens_per_param"]), textcoords="offset points",
                     xytext=(4, 4), fontsize=8)
 ax.axhline(COMPUTE_OPTIMAL_TOKENS_PER_PARAM, color="grey", ls=":", label="compute-optimal (≈20)")
-ax.set(xscale="log", yscale="log", xlabel="Review parameters (M)", ylabel="training tokens per parameter",
-       title="How much training each size got")
-ax.legend(fontsize=9)
-plots.save_figure(fig, "04_tokens_per_parameter", figures_dir)
-plt.show()
+plots.log_axis(ax, "x")
+plots.log_axis(ax, "y")
+ax.set(xlabel="Review parameters (M)", ylabel="training tokens per parameter", title="How much training each size got")
+plots.legend_outside(ax)
+plots.show_figure(fig, "04_tokens_per_parameter", figures_dir)
 
 # %% [markdown]
 # ## Verdicts
@@ -247,7 +265,7 @@ for name, table in comparisons.items():
 # What produced these results, read from the result files: code commit, device, precision, data.
 
 # %%
-plots.provenance(ours) if ours is not None else "no runs of ours yet"
+tables.reader_table(loading.provenance(ours), "04_provenance", figures_dir) if ours is not None else "no runs yet"
 
 # %% [markdown]
 # ## Recap

@@ -57,7 +57,7 @@ NOTEBOOKS = (
     Notebook("05_related_methods", "The family in one harness: AttnRes, Block and Delta AttnRes, MGR, "
              "Hyper-Connections and mHC beside Review and standard, and learning-rate transfer in looped models.",
              quick={"size": "tiny", "variants": ["standard", "review", "attnres", "attnres_block", "delta_attnres",
-                                                 "mgr", "hc", "mhc"], "seeds": [0], "steps": 4, "loops": [1, 2],
+                                                 "mgr", "hc", "mhc"], "seeds": [0], "loops": [1, 2],
                     "lrs": [0.002, 0.004], "loop_seeds": [0], "loop_steps": 4},
              requires="family"),
 )
@@ -81,7 +81,7 @@ def _folder(text: str) -> Path:
 
 def sizes_with_results(runs: Path) -> list[str]:
     """Sizes with at least one result under ``runs`` that are presets of their own, smallest model first."""
-    from .plots import standalone_sizes
+    from .loading import standalone_sizes
 
     found = standalone_sizes({p.parts[-4] for p in runs.glob("*/*/seed*/result.json")})
     return sorted(found, key=lambda s: count_params(load_preset(s).model))
@@ -120,10 +120,25 @@ def execute(notebook, parameters: dict, output: Path, log_output: bool, cell_tim
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 # nbconvert's lab template without its two fetched scripts: require.js (nothing here is an AMD module) and
-# MathJax (formulas are drawn at build time by math_as_svg)
-TEMPLATE = {"rrlib_report.html.j2": "{%- extends 'lab/index.html.j2' -%}\n"
-                                    "{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}\n"
-                                    "{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}\n"}
+# MathJax (formulas are drawn at build time by math_as_svg); a figure's title becomes its image's alt text
+# (rrlib.plots.show_figure puts it in the output's metadata); long printed lines wrap instead of running off
+# the page.
+TEMPLATE = {"rrlib_report.html.j2": """{%- extends 'lab/index.html.j2' -%}
+{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}
+{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
+{% block extra_css %}<style>.jp-OutputArea-output pre { white-space: pre-wrap; }
+.jp-RenderedImage img { max-width: 100%; height: auto; }
+.rrlib-live { border-left: 3px solid #1f77b4; padding: 0.3em 0.8em; background: #f3f7fb; }</style>{% endblock extra_css %}
+{% block data_png scoped %}
+<div class="jp-RenderedImage jp-OutputArea-output {{ extra_class }}">
+<img src="data:image/png;base64,{{ output.data['image/png'] | escape_html }}" \
+{%- set width = output | get_metadata('width', 'image/png') %}{% if width %} width="{{ width }}"{% endif %} \
+alt="{{ (output | get_metadata('alt', 'image/png') or '') | escape_html }}">
+</div>
+{%- endblock data_png %}
+"""}
+LIVE_NOTE = ('<p class="rrlib-live">A live widget stands here: open this notebook in JupyterLab '
+             '(<code>jupyter lab notebooks/{name}.py</code>) or on Colab to move it.</p>')
 MATH = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$", re.S)
 MATH_PT = 11  # formula size: the body text of nbconvert's page
 
@@ -137,19 +152,36 @@ def math_as_svg(markdown: str) -> str:
     import base64
     import io
 
-    from matplotlib import mathtext
     from matplotlib.font_manager import FontProperties
 
     def draw(match):
         display, tex = match.group(1) is not None, " ".join((match.group(1) or match.group(2)).split())
         buffer = io.BytesIO()
-        depth = mathtext.math_to_image(f"${tex}$", buffer, prop=FontProperties(size=MATH_PT), format="svg")
+        depth = _formula_svg(f"${tex}$", buffer, FontProperties(size=MATH_PT))
         src = "data:image/svg+xml;base64," + base64.b64encode(buffer.getvalue()).decode()
         img = (f'<img class="math" src="{src}" alt="{html.escape(tex)}" '
                f'style="vertical-align: -{depth:.1f}pt; display: inline; margin: 0">')
         return f'\n\n<p style="text-align: center">{img}</p>\n\n' if display else img
 
     return MATH.sub(draw, markdown)
+
+
+def _formula_svg(tex: str, buffer, prop) -> float:
+    """Draw ``tex`` as a tightly cropped SVG into ``buffer``; return its depth below the baseline (pt).
+
+    As matplotlib's ``mathtext.math_to_image``, but with no date and a fixed hash salt in the SVG, so that the
+    same formula gives the same bytes in every build.
+    """
+    import matplotlib
+    from matplotlib.figure import Figure
+    from matplotlib.mathtext import MathTextParser
+
+    width, height, depth, _, _ = MathTextParser("path").parse(tex, dpi=72, prop=prop)
+    fig = Figure(figsize=(width / 72, height / 72))
+    fig.text(0, depth / height, tex, fontproperties=prop)
+    with matplotlib.rc_context({"svg.hashsalt": "rrlib-report"}):
+        fig.savefig(buffer, format="svg", metadata={"Date": None})
+    return depth
 
 
 def without_machine_paths(text: str) -> str:
@@ -159,16 +191,26 @@ def without_machine_paths(text: str) -> str:
     return text
 
 
-def for_reading(notebook):
-    """The executed notebook as a static page shows it: formulas drawn, no widgets (they are live only), no
-    Colab setup cell, no machine paths."""
-    notebook.metadata.pop("widgets", None)
+def for_reading(notebook, name: str = "NN_topic"):
+    """The executed notebook as a static page shows it: formulas drawn, a note where a live widget stands, no
+    Colab setup cell, no progress (stderr), no machine paths, and nothing that changes from build to build
+    (cell ids are numbered, execution times dropped)."""
+    import nbformat
+
+    notebook.metadata = {k: v for k, v in notebook.metadata.items() if k in ("kernelspec", "language_info")}
     notebook.cells = [c for c in notebook.cells if "colab" not in c.metadata.get("tags", [])]
-    for cell in notebook.cells:
+    for number, cell in enumerate(notebook.cells):
+        cell.id = f"cell-{number}"
+        cell.metadata = {k: v for k, v in cell.metadata.items() if k == "tags"}
         if cell.cell_type == "markdown":
             cell.source = math_as_svg(cell.source)
             continue
-        cell.outputs = [o for o in cell.outputs if WIDGET_VIEW not in o.get("data", {})]
+        # widget views (sliders, tqdm's bars) need a kernel; a cell tagged "live" holds controls a reader would
+        # want to move, so the page says where they work
+        cell.outputs = [o for o in cell.outputs if WIDGET_VIEW not in o.get("data", {})
+                        and not (o.output_type == "stream" and o.name == "stderr")]
+        if "live" in cell.metadata.get("tags", []):
+            cell.outputs.insert(0, nbformat.v4.new_output("display_data", {"text/html": LIVE_NOTE.format(name=name)}))
         for output in cell.outputs:
             if "text" in output:
                 output.text = without_machine_paths(output.text)
@@ -189,13 +231,15 @@ def title_of(notebook) -> str:
     return "untitled"
 
 
-def render(executed: Path, out: Path, stem: str) -> str:
-    """Write ``<stem>.html`` (with code) and ``<stem>.reader.html`` (without); return the page title."""
+def render(executed: Path, out: Path, stem: str, source: str | None = None) -> str:
+    """Write ``<stem>.html`` (with code) and ``<stem>.reader.html`` (without); return the page title.
+
+    ``source`` names the notebook (``notebooks/<source>.py``) where it differs from the page's stem."""
     import nbformat
     from jinja2 import DictLoader
     from nbconvert import HTMLExporter
 
-    notebook = for_reading(nbformat.read(executed, as_version=4))
+    notebook = for_reading(nbformat.read(executed, as_version=4), source or stem)
     title = title_of(notebook)
     for suffix, reader in ((".html", False), (".reader.html", True)):
         exporter = HTMLExporter(template_name="lab", extra_loaders=[DictLoader(TEMPLATE)],
@@ -400,8 +444,9 @@ def main(argv=None) -> int:
             parameters = {**common, **(nb.quick if args.quick else {}), **({"size": size} if size else {})}
             parameters = {k: v for k, v in parameters.items() if k in declared}
             number = nb.name.split("_")[0]
-            for old in (out / "figures").glob(f"{number}_{size}_*.png" if size else f"{number}_*.png"):
-                old.unlink()  # figures are the notebook's: a rerun replaces them all
+            mine = f"{number}_{size}_*" if size else f"{number}_*"
+            for old in [*(out / "figures").glob(f"{mine}.png"), *(out / "tables").glob(f"{mine}.csv")]:
+                old.unlink()  # figures and tables are the notebook's: a rerun replaces them all
             print(f"[report] {stem}: executing", flush=True)
             t0 = time.perf_counter()
             executed = build / "notebooks" / f"{stem}.ipynb"
@@ -411,7 +456,7 @@ def main(argv=None) -> int:
                 reason = (str(err).strip().splitlines() or [type(err).__name__])[-1]
                 print(f"error: {stem} failed ({reason}); the executed notebook is {_shown(executed)}", flush=True)
                 return 1
-            render(executed, out, stem)
+            render(executed, out, stem, nb.name)
             print(f"[report] {stem}: done in {time.perf_counter() - t0:.0f} s", flush=True)
     index = write_index(out, abstract(runs, sizes, paper_csv))
     print(f"[report] {len(rendered_pages(out))} pages, {len(list((out / 'figures').glob('*.png')))} figures, "

@@ -27,6 +27,13 @@ window.addEventListener("load", () => setTimeout(() => {
     plots: document.querySelectorAll(".plotly-graph-div").length,
     drawn: document.querySelectorAll(".plotly-graph-div svg.main-svg").length,
     errors: window.__probeErrors,
+    // a reader scrolls past long printed output; the longest <pre> output, in lines
+    longest_pre: Math.max(0, ...Array.from(document.querySelectorAll(".jp-OutputArea-output pre"))
+      .map(p => p.textContent.replace(/\n$/, "").split("\n").length)),
+    // figures a reader cannot name: an output image without alt text, a plotly figure without a title
+    untitled: images.filter(i => i.closest(".jp-OutputArea-output") && !(i.alt || "").trim()).length
+      + Array.from(document.querySelectorAll(".plotly-graph-div"))
+          .filter(d => !(d.querySelector(".gtitle") || {}).textContent).length,
   };
   const out = document.createElement("pre");
   out.id = "rrlib-probe";
@@ -68,6 +75,19 @@ def test_every_page_loads_without_script_errors_or_broken_images(seen):
         assert page["errors"] == [], f"{name}: script errors {page['errors']}"
         assert page["broken"] == [], f"{name}: images that did not load: {page['broken']}"
         assert page["images"] > 0, f"{name}: no image at all"
+
+
+def test_pages_read_as_a_report(seen):
+    for name, page in seen.items():
+        assert page["longest_pre"] <= 25, f"{name}: a printed output of {page['longest_pre']} lines"
+        assert page["untitled"] == 0, f"{name}: {page['untitled']} figures without a title or caption"
+
+
+def test_page_links_resolve(quick_report):
+    paper = quick_report / "paper"
+    for page in paper.glob("*.html"):
+        for target in re.findall(r'href="((?:tables|figures)/[^"#]+)"', page.read_text(encoding="utf-8")):
+            assert (paper / target).is_file(), f"{page.name} links a missing {target}"
 
 
 def test_plotly_figures_draw_offline(seen, quick_report):

@@ -1,0 +1,90 @@
+"""Tables for a reader: a few columns, numbers rounded to what they can say, the full table as CSV beside the page.
+
+A results table has more columns than a page can show (17 in a sweep's). ``reader_table`` shows the chosen
+columns, formatted (p-values to two significant digits, booleans as ✓ and –, missing values as –), writes every
+column to ``<report>/tables/<name>.csv`` and links it, where ``<report>`` is the folder above ``figures_dir``
+(the page's own folder).
+"""
+from __future__ import annotations
+
+import math
+import re
+import pandas as pd
+
+from .train import project_path
+
+MISSING = "–"
+P_COLUMN = re.compile(r"^p$|_p$|^p_|^p \(|\bp$", re.I)  # p, welch_p, paired_p, p_holm, "p (Holm)", "Holm p"
+
+
+def fmt_p(p) -> str:
+    """A p-value to two significant digits (0.00035, 0.062, 1)."""
+    return MISSING if _missing(p) else f"{p:.2g}"
+
+
+def fmt_number(x, digits: int = 4) -> str:
+    """A number to ``digits`` significant digits, integers without a decimal point, thousands separated."""
+    if _missing(x):
+        return MISSING
+    if isinstance(x, bool):
+        return fmt_bool(x)
+    if float(x).is_integer() and abs(x) < 1e15:
+        return f"{int(x):,}"
+    if abs(x) >= 10 ** digits:
+        return f"{x:,.0f}"
+    return f"{x:.{digits}g}"
+
+
+def fmt_bool(x) -> str:
+    return MISSING if _missing(x) else ("✓" if x else "–")
+
+
+def _missing(x) -> bool:
+    return x is None or (isinstance(x, float) and math.isnan(x)) or x is pd.NA
+
+
+def formatted(df: pd.DataFrame, formats: dict | None = None) -> pd.DataFrame:
+    """``df`` as strings for reading: ``formats`` maps a column to a format string or function; other columns are
+    formatted by kind (p-values, booleans, numbers)."""
+    formats = formats or {}
+    out = pd.DataFrame(index=df.index)
+    for column in df.columns:
+        values, rule = df[column], formats.get(column)
+        if isinstance(rule, str):
+            out[column] = [MISSING if _missing(v) else rule.format(v) for v in values]
+        elif callable(rule):
+            out[column] = [rule(v) for v in values]
+        elif values.dtype == bool:
+            out[column] = [fmt_bool(v) for v in values]
+        elif P_COLUMN.search(str(column)) and pd.api.types.is_numeric_dtype(values):
+            out[column] = [fmt_p(v) for v in values]
+        elif pd.api.types.is_numeric_dtype(values):
+            out[column] = [fmt_number(v) for v in values]
+        else:
+            out[column] = [MISSING if _missing(v) else str(v) for v in values]
+    return out
+
+
+def reader_table(df: pd.DataFrame, name: str, figures_dir=None, columns=None, formats: dict | None = None,
+                 rename: dict | None = None, index: bool = True, full: pd.DataFrame | None = None):
+    """Show ``df[columns]`` formatted for reading; with ``figures_dir``, write ``full`` (default: all of ``df``)
+    as CSV and link it.
+
+    ``rename`` gives the shown columns their reader's names (with units). Returns the table and its link as one
+    HTML output, whose ids come from ``name`` so that a rebuilt page is byte for byte the same.
+    """
+    from IPython.display import HTML
+
+    shown = formatted(df[list(columns)] if columns is not None else df, formats).rename(columns=rename or {})
+    styler = shown.style.set_uuid(name.replace(".", "_"))
+    link = ""
+    if figures_dir is not None:
+        folder = project_path(figures_dir).parent / "tables"
+        folder.mkdir(parents=True, exist_ok=True)
+        full = df if full is None else full
+        full.to_csv(folder / f"{name}.csv", index=index and full is df)
+        more = "the same table" if full is df and len(shown.columns) == len(df.columns) else \
+            f"{len(full)} rows × {len(full.columns)} columns"
+        link = (f'<p class="rrlib-csv">Full table ({more}, unrounded): '
+                f'<a href="tables/{name}.csv">tables/{name}.csv</a></p>')
+    return HTML((styler if index else styler.hide(axis="index")).to_html() + link)

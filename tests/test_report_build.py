@@ -1,0 +1,104 @@
+"""A report build on a small notebook: pages rebuild byte for byte, and figures survive MPLBACKEND=Agg."""
+import re
+
+import jupytext
+import nbformat
+import pytest
+
+from rrlib import report
+
+SMALL = '''# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # A small page
+#
+# A formula, drawn at build time: $h' = h + r \\odot u$.
+
+# %% tags=["parameters"]
+figures_dir = None
+
+# %%
+import sys
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import plotly.graph_objects as go
+
+from rrlib import plots, tables
+
+plots.use_style()
+print("[sweep 1/1] tiny/review/seed0: done already", file=sys.stderr)  # progress: not for the page
+
+# %%
+fig, ax = plt.subplots()
+for variant in ("review", "standard"):
+    ax.plot([0, 1], [1, 0], color=plots.color(variant), marker=plots.marker(variant), label=variant)
+ax.set(title="Two lines")
+plots.legend_outside(ax)
+plots.show_figure(fig, "09_two_lines", figures_dir)
+
+# %%
+plots.show_plotly(go.Figure(go.Scatter(x=[1, 2], y=[3, 4]), layout={"title": "Interactive"}))
+
+# %%
+df = pd.DataFrame({"welch_p": [0.00034941], "significant": [True], "loss": [2.24181234]}, index=["review"])
+tables.reader_table(df, "09_table", figures_dir)
+'''
+
+
+def build(tmp_path, out_name):
+    source = jupytext.reads(SMALL, fmt="py:percent")
+    out = tmp_path / out_name
+    executed = tmp_path / f"{out_name}.ipynb"
+    report.execute(source, {"figures_dir": str(out / "figures")}, executed, log_output=False, cell_timeout=300)
+    report.render(executed, out, "09_small")
+    return out, nbformat.read(executed, as_version=4)
+
+
+@pytest.fixture(scope="module")
+def two_builds(tmp_path_factory):
+    """The small notebook built twice into the same folder, with MPLBACKEND=Agg exported (as on headless hosts)."""
+    tmp_path = tmp_path_factory.mktemp("small")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("MPLBACKEND", "Agg")  # the kernel inherits it, as papermill starts it from this process
+    try:
+        first, executed = build(tmp_path, "paper")
+        snapshot = {p.relative_to(first): p.read_bytes() for p in sorted(first.rglob("*")) if p.is_file()}
+        second, _ = build(tmp_path, "paper")
+    finally:
+        mp.undo()
+    return snapshot, second, executed
+
+
+def test_rebuild_is_byte_identical(two_builds):
+    snapshot, out, _ = two_builds
+    again = {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    assert set(snapshot) == set(again)
+    assert {str(p) for p in snapshot} >= {"09_small.html", "09_small.reader.html", "figures/09_two_lines.png",
+                                          "tables/09_table.csv"}
+    changed = [str(p) for p in snapshot if snapshot[p] != again[p]]
+    assert changed == [], f"a rebuild changed {changed}"
+
+
+def test_figures_survive_agg_backend_with_their_title_as_alt_text(two_builds):
+    _, out, executed = two_builds
+    images = [o for c in executed.cells if c.cell_type == "code" for o in c.outputs if "image/png" in o.get("data", {})]
+    assert len(images) == 1, "the figure did not reach the notebook under MPLBACKEND=Agg (or reached it twice)"
+    page = (out / "09_small.reader.html").read_text(encoding="utf-8")
+    figures = [tag for tag in re.findall(r"<img\b[^>]*>", page) if "data:image/png" in tag]
+    assert [re.search(r'alt="([^"]*)"', tag).group(1) for tag in figures] == ["Two lines"]
+
+
+def test_page_leaves_progress_out_and_formats_tables(two_builds):
+    _, out, _ = two_builds
+    page = (out / "09_small.reader.html").read_text(encoding="utf-8")
+    assert "[sweep" not in page and "done already" not in page
+    assert "0.00035" in page and "✓" in page and "2.242" in page and "0.00034941" not in page
+    assert 'href="tables/09_table.csv"' in page
+    assert "0.00034941" in (out / "tables" / "09_table.csv").read_text()
