@@ -32,6 +32,11 @@ def add_overrides(p: argparse.ArgumentParser) -> None:
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="any other setting, e.g. --set model.n_loops=4 --set train.warmup_steps=100")
     p.add_argument("--out", default="outputs/runs", help="root folder of the run folders")
+    p.add_argument("--move-aside", action="store_true",
+                   help="a run folder that holds another run (other settings) or an unreadable file is renamed "
+                        "to moved-seed<k>-<fingerprint> beside it and the run starts afresh; nothing is deleted")
+    p.add_argument("--allow-slow", action="store_true",
+                   help="start even when the estimate says the run is far beyond this CPU's reach")
 
 
 def overrides_from(args) -> dict:
@@ -46,12 +51,34 @@ def overrides_from(args) -> dict:
         section, dot, field = key.partition(".")
         if not sep or not dot:
             raise ConfigError(f"bad --set {item!r}; write SECTION.KEY=VALUE with SECTION one of model, data, train")
-        out.setdefault(section, {})[field] = yaml.safe_load(value)
+        try:
+            out.setdefault(section, {})[field] = yaml.safe_load(value)
+        except yaml.YAMLError:
+            raise ConfigError(f"bad --set value in {item!r}; write a number, true/false, null, a word or a "
+                              f"[list]") from None
     return out
 
 
 def csv_list(kind):
     return lambda text: [kind(x) for x in text.split(",") if x]
+
+
+def seed_number(text: str) -> int:
+    """A seed as the command line takes it: the run folder is seed<k>, and batches are drawn from k."""
+    try:
+        seed = int(text)
+    except ValueError:
+        seed = -1
+    if seed < 0:
+        raise argparse.ArgumentTypeError(f"a seed must be a whole number 0 or above, got {text!r}")
+    return seed
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """A usage mistake ends in one line naming it, as every other bad input does, not a usage block."""
+
+    def error(self, message):
+        self.exit(2, f"error: {message}; see {self.prog} --help\n")
 
 
 # Subcommands that own their arguments: python -m rrlib <name> ... → rrlib.<module>.main(argv)
@@ -69,7 +96,7 @@ def main(argv=None) -> int:
         except (ConfigError, DataError) as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
-    parser = argparse.ArgumentParser(prog="python -m rrlib", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="python -m rrlib", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     for name, text in (("bench", "throughput, MFU and memory per variant"),
                        ("report", "execute the notebooks and render the report into paper/")):
@@ -78,13 +105,14 @@ def main(argv=None) -> int:
     p = sub.add_parser("train", help="train one run (size × variant × seed)")
     p.add_argument("--size", required=True)
     p.add_argument("--variant", required=True)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_number, default=0)
     add_overrides(p)
 
     p = sub.add_parser("sweep", help="train a size's grid of variants × seeds, skipping what is done")
     p.add_argument("--size", required=True)
     p.add_argument("--variants", type=csv_list(str), default=None, help="comma-separated; default: the preset's")
-    p.add_argument("--seeds", type=csv_list(int), default=None, help="comma-separated; default: the preset's")
+    p.add_argument("--seeds", type=csv_list(seed_number), default=None,
+                   help="comma-separated; default: the preset's")
     p.add_argument("--shard", default="0/1", help="k/n: run every n-th cell starting at k")
     add_overrides(p)
 
@@ -106,19 +134,27 @@ def run_command(args) -> int:
 
         run = resolve_run(args.size, args.variant, args.seed, overrides_from(args), args.out)
         try:
-            result = train_run(run)
+            result = train_run(run, move_aside=args.move_aside, allow_slow=args.allow_slow or None)
         except RunBusy as err:
             raise ConfigError(f"{err}; wait for it or stop it first") from None
         print({k: result[k] for k in ("size", "variant", "seed", "status", "steps", "val_loss", "fixed_loss",
                                       "ece", "minutes")})
         return 0
     if args.command == "sweep":
-        from .sweep import parse_shard, run_sweep
+        from .sweep import SweepIncomplete, parse_shard, run_sweep
 
-        table = run_sweep(args.size, args.variants, args.seeds, overrides_from(args), args.out,
-                          parse_shard(args.shard))
-        print(table[["size", "variant", "seed", "params_M", "steps", "val_loss", "fixed_loss", "ece",
-                     "status"]].to_string(index=False))
+        try:
+            table, incomplete = run_sweep(args.size, args.variants, args.seeds, overrides_from(args), args.out,
+                                          parse_shard(args.shard), move_aside=args.move_aside,
+                                          allow_slow=args.allow_slow or None), None
+        except SweepIncomplete as err:
+            table, incomplete = err.table, err
+        if len(table):
+            print(table[["size", "variant", "seed", "params_M", "steps", "val_loss", "fixed_loss", "ece",
+                         "status"]].to_string(index=False))
+        if incomplete is not None:
+            print(f"error: {incomplete}", file=sys.stderr)
+            return 1
         return 0
     raise AssertionError(args.command)
 

@@ -1,18 +1,21 @@
 """A grid of runs (one size × variants × seeds), skip-done, sharding, and the results table.
 
 Runs are independent folders, so a sweep is a loop: a run with a ``result.json`` is skipped, a run that another
-process holds (its lock) is skipped, a run that diverges is recorded and the loop goes on. ``shard=(k, n)``
-takes every n-th run of the grid starting at k, so n machines given k = 0..n-1 split one grid without talking.
+process holds (its lock) is skipped, a run that diverges is recorded and the loop goes on. A cell whose folder
+holds a run with other settings (a conflict) or a file that cannot be read is reported and the loop goes on;
+the sweep then ends in ``SweepIncomplete`` naming them. ``shard=(k, n)`` takes every n-th run of the grid
+starting at k, so n machines given k = 0..n-1 split one grid without talking.
 """
 from __future__ import annotations
 
-import json
+import sys
 
 import pandas as pd
 
 from .config import ConfigError, load_preset, resolve_run
 from .residuals import rule_class
-from .train import RunBusy, project_path, read_result, train_run
+from .runfiles import RunConflict, StateError, read_result
+from .train import RunBusy, check_cpu_reach, claimed, pick_device, project_path, train_run
 
 # The paper's CSV columns first, then what rrlib adds.
 PAPER_COLUMNS = ["size", "variant", "seed", "params_M", "steps", "val_loss", "ece", "minutes"]
@@ -41,34 +44,72 @@ def grid(size: str, variants=None, seeds=None, shard: tuple[int, int] = (0, 1)) 
     return cells[k::n]
 
 
+class SweepIncomplete(ConfigError):
+    """Some cells of a sweep could not run (conflicts, unreadable files); ``table`` holds the others' results."""
+
+    def __init__(self, message: str, table: pd.DataFrame):
+        super().__init__(message)
+        self.table = table
+
+
 def run_sweep(size: str, variants=None, seeds=None, overrides: dict | None = None, out_root: str = "outputs/runs",
-              shard: tuple[int, int] = (0, 1), progress: bool = True, log=print) -> pd.DataFrame:
-    """Run what is not done yet; return this size's results table (also written as results.csv)."""
+              shard: tuple[int, int] = (0, 1), progress: bool = True, log=print, move_aside: bool = False,
+              allow_slow: bool | None = None) -> pd.DataFrame:
+    """Run what is not done yet; return this size's results table (also written as results.csv).
+
+    Raises SweepIncomplete at the end, after every other cell has run, if any cell could not run.
+    """
     cells = grid(size, variants, seeds, shard)
     runs = [resolve_run(size, v, s, overrides, out_root) for v, s in cells]  # every error before any training
+    problems, todo = [], []
     for i, run in enumerate(runs, 1):
         tag = f"[sweep {i}/{len(runs)}] {size}/{run.variant}/seed{run.seed}"
-        if read_result(run.run_dir) is not None:
-            log(f"{tag}: done already")
-            continue
         try:
-            result = train_run(run, progress=progress)
+            settled, done = claimed(run, move_aside)
+        except (RunConflict, StateError) as err:
+            log(f"{tag}: not run: {err}")
+            problems.append(f"{run.variant}/seed{run.seed}")
+            continue
+        if done is not None:
+            log(f"{tag}: done already")
+        else:
+            todo.append((tag, settled))
+    if todo:  # the whole remaining grid is priced at once: a sweep far beyond a CPU stops before its first run
+        check_cpu_reach([r for _, r in todo], pick_device(todo[0][1].train.device), allow_slow)
+    for tag, run in todo:
+        try:
+            result = train_run(run, progress=progress, allow_slow=True)
         except RunBusy:
             log(f"{tag}: running in another process, skipped")
             continue
+        except (RunConflict, StateError) as err:  # written meanwhile by another process, or damaged
+            log(f"{tag}: not run: {err}")
+            problems.append(f"{run.variant}/seed{run.seed}")
+            continue
         log(f"{tag}: {result['status']}, val_loss {_fmt(result['val_loss'])}, fixed_loss "
             f"{_fmt(result['fixed_loss'])}, {result['minutes']:.2f} min")
-    table = results_table(out_root, size)
+    table = results_table(out_root, size, log=log)
     if len(table):
         table.to_csv(project_path(out_root) / size / "results.csv", index=False)
+    if problems:
+        raise SweepIncomplete(f"{len(problems)} of {len(runs)} {size} runs did not run ({', '.join(problems)}); "
+                              f"each is named above with the way out", table)
     return table
 
 
-def results_table(out_root: str = "outputs/runs", size: str | None = None) -> pd.DataFrame:
-    """Every result.json under ``out_root`` (one size, or all) as a tidy table in the paper's schema."""
+def results_table(out_root: str = "outputs/runs", size: str | None = None, log=None) -> pd.DataFrame:
+    """Every result.json under ``out_root`` (one size, or all) as a tidy table in the paper's schema.
+
+    A result that cannot be read is left out of the table and named (on stderr unless ``log`` is given).
+    """
     root = project_path(out_root)
     pattern = f"{size}/*/seed*/result.json" if size else "*/*/seed*/result.json"
-    rows = [json.loads(p.read_text()) for p in sorted(root.glob(pattern))]
+    rows = []
+    for path in sorted(root.glob(pattern)):
+        try:
+            rows.append(read_result(path.parent))
+        except StateError as err:
+            (log or (lambda m: print(m, file=sys.stderr)))(f"[results] left out: {err}")
     if not rows:
         return pd.DataFrame(columns=PAPER_COLUMNS)
     table = pd.DataFrame(rows)

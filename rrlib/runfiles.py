@@ -1,0 +1,145 @@
+"""What a run folder claims, checked before it is trusted: the run's fingerprint and one guarded read per file.
+
+Identity. A run's *fingerprint* hashes every setting that can change its numbers: the model (rule and its
+options included), the data (the file by name, not the folder it sits in on one machine; tokenizer, stories,
+held-out split), the recipe (steps, batch, optimiser, schedule with ``warmup_steps`` as resolved, clip,
+evaluation sizes), the seed, the resolved precision, the device type (cpu or cuda) and ``compile``. Left out,
+because they cannot change a number the run reports: how often it logs, evaluates and checkpoints, what a
+finished run keeps on disk, where its folders and caches live, and ``micro_batch_size`` (the same batch in
+smaller pieces: only float rounding moves, and it is how a run that no longer fits in memory goes on).
+``warmup_frac`` and the raw ``device``/``precision`` strings count through what they resolve to.
+
+The fingerprint is stored in ``config.json``, ``ckpt.pt`` and ``result.json``. A folder's identity is always
+recomputed from the settings its ``config.json`` records (a run written before fingerprints existed, or before
+a setting was added, reads with that setting's value of the time), so an older folder is compared, never
+rewritten.
+
+Reading. Each state file is read through one function here; a file that is there but cannot be read ends in
+one ``StateError`` sentence naming it and the way out, never in a parser's traceback.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+from .config import ConfigError, RunConfig
+
+# (section, setting) pairs that cannot change a run's numbers; see the module docstring
+NOT_FINGERPRINTED = {"train": {"log_every", "eval_every", "ckpt_every", "keep_weights", "micro_batch_size",
+                               "device", "precision", "warmup_frac"},
+                     "data": {"cache_dir", "gpt2_dir"}, "model": set()}
+FILE_SETTINGS = ("data_path", "val_path")  # compared by file name: the same file on another machine is the same
+MOVE_ASIDE = "pass --move-aside to move the folder aside and start the run afresh (nothing is deleted)"
+
+
+class StateError(ConfigError):
+    """A file of a run folder is there but cannot be read; the message names it and the way out."""
+
+
+class RunConflict(ConfigError):
+    """A run folder holds a run whose settings differ from the one asked for."""
+
+
+# ---------------------------------------------------------------- identity
+
+def run_identity(run: RunConfig, device_type: str, precision: str) -> dict:
+    """Every setting of ``run`` that can change its numbers, resolved, in JSON form: what the fingerprint hashes."""
+    config = run.to_dict()
+    identity = {section: {k: v for k, v in config[section].items() if k not in NOT_FINGERPRINTED[section]}
+                for section in ("model", "data", "train")}
+    for key in FILE_SETTINGS:
+        if identity["data"][key]:
+            identity["data"][key] = Path(identity["data"][key]).name
+    identity["run"] = {"seed": run.seed, "device_type": device_type, "precision": precision}
+    return json.loads(json.dumps(identity))  # tuples as lists, as they read back from a file
+
+
+def fingerprint(identity: dict) -> str:
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def recorded_identity(header: dict) -> dict:
+    """The identity of the run a ``config.json`` describes, by today's definition of the fingerprint."""
+    device_type = header.get("device_type") or ("cpu" if str(header["device"]).startswith("cpu") else "cuda")
+    return run_identity(RunConfig.from_dict(header["config"]), device_type, header["precision"])
+
+
+def differences(recorded: dict, asked: dict, most: int = 4) -> str:
+    """'train.lr 0.002 there, 0.003 asked; ...' for the settings where two identities differ."""
+    flat = lambda ident: {f"{s}.{k}": v for s, values in ident.items() for k, v in values.items()}
+    there, here = flat(recorded), flat(asked)
+    keys = sorted(k for k in there.keys() | here.keys() if there.get(k) != here.get(k))
+    text = "; ".join(f"{k} {json.dumps(there.get(k))} there, {json.dumps(here.get(k))} asked" for k in keys[:most])
+    return text + (f"; and {len(keys) - most} more" if len(keys) > most else "")
+
+
+# ---------------------------------------------------------------- guarded reads
+
+def read_guarded(path: Path, load, fix: str):
+    """``load(path)``, or None if the file is missing; a file that cannot be read is one StateError sentence."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    try:
+        return load(path)
+    except Exception as err:  # noqa: BLE001 - JSON, zip, pickle and OS errors alike mean "this file is damaged"
+        reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:120]
+        raise StateError(f"{path} cannot be read ({reason}); {fix}") from None
+
+
+def _json_with(*keys):
+    def load(path: Path) -> dict:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(obj, dict) or any(k not in obj for k in keys):
+            raise ValueError(f"not a JSON object with {', '.join(keys)}")
+        return obj
+    return load
+
+
+def read_result(run_dir: Path) -> dict | None:
+    return read_guarded(Path(run_dir) / "result.json", _json_with("status"),
+                        "restore it from a copy, or " + MOVE_ASIDE)
+
+
+def read_config(run_dir: Path) -> dict | None:
+    def load(path):
+        header = _json_with("config", "device", "precision")(path)
+        recorded_identity(header)  # settings this version cannot read are as damaged as torn JSON
+        return header
+    return read_guarded(Path(run_dir) / "config.json", load, "restore it from a copy, or " + MOVE_ASIDE)
+
+
+def read_checkpoint(path: Path, map_location="cpu", mmap: bool = False) -> dict | None:
+    def load(p):
+        ckpt = torch.load(p, map_location=map_location, weights_only=True, mmap=mmap)
+        if not isinstance(ckpt, dict) or not {"model", "optimizer", "step"} <= ckpt.keys():
+            raise ValueError("not a checkpoint (no model, optimizer and step)")
+        return ckpt
+    # one checkpoint is kept while a run goes (rrlib.checkpoints), so there is no older one to fall back to
+    return read_guarded(path, load, "delete it to start the run again from step 0, or " + MOVE_ASIDE)
+
+
+def truncate_metrics(path: Path, step: int) -> None:
+    """On resume, keep the log up to the checkpoint's step, so that it reads as one uninterrupted run.
+
+    A line that is not a whole record (what a crash in mid-write leaves) ends the log there; that is said once.
+    """
+    if not path.exists():
+        return
+    keep = []
+    for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record_step = json.loads(line)["step"]
+        except (ValueError, KeyError, TypeError):
+            print(f"[rrlib] {path}: line {number} is not a whole record (a write cut short); the log is cut "
+                  f"there and goes on from the checkpoint", file=sys.stderr, flush=True)
+            break
+        if record_step <= step:
+            keep.append(line)
+    path.write_text("".join(line + "\n" for line in keep), encoding="utf-8")
