@@ -36,13 +36,13 @@ if "google.colab" in sys.modules:
 # classic Highway layers, and what do trained gates actually do?
 #
 # **Method.** We write the rules out, read the gate of a freshly initialised model, compute how much of the
-# embedding each form carries through depth, and then open a trained checkpoint: the gate of every sublayer,
+# embedding each form carries through depth, and then open a trained model: the gate of every sublayer,
 # read on held-out text, against the size and direction of the update it reviews.
 
 # %% tags=["parameters"]
 size = "mini"  # the trained run examined below: <out_root>/<size>/review/seed0
 out_root = "outputs/runs"  # run folders
-local_out_root = "build/runs"  # where the run is trained again when out_root keeps its result but no checkpoint
+local_out_root = "build/runs"  # where the run is trained again when out_root keeps its result but no weights
 n_windows = 16  # held-out windows the gates are read on
 max_sublayers = 48  # depth range of the carry argument, in sublayers (two per block)
 figures_dir = None  # the report's figure folder; None shows figures without writing them
@@ -133,7 +133,8 @@ plots.show_figure(fig, "01_carry_product", figures_dir)
 # %% [markdown]
 # ## What trained gates do
 #
-# We load the trained Review run of this size (seed 0) from its checkpoint and read every gate on held-out
+# We load the trained Review run of this size (seed 0) from its kept weights (for `mini`, a 4.5 MB fp32 file committed
+# with its result, so nothing is retrained) and read every gate on held-out
 # windows: the distribution of $r$ per sublayer, then, token by token, the mean $r$ against the relative size of
 # the update $\Vert u\Vert/\Vert h\Vert$ and its cosine with the state.
 
