@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from .checkpoints import WEIGHTS_FILE, load_weights
 from .config import PARAMS_DIR, RunConfig, resolve_run, run_folder
 from .data import fixed_eval_windows
 from .model import GPT
@@ -75,22 +76,24 @@ def loss_curves(out_root, size: str, variants, seeds) -> pd.DataFrame:
 
 def trained_model(size: str, variant: str = "review", seed: int = 0, out_root="outputs/runs",
                   local_out_root="build/runs") -> tuple[GPT, RunConfig, Path]:
-    """A trained model from its run folder's checkpoint, training the run first if no checkpoint exists.
+    """A trained model from its run folder's kept weights (weights.pt), training the run first if it has none.
 
-    Results are kept with the project but checkpoints are not: when ``out_root`` has the run's result and
-    no checkpoint, the run is trained again under ``local_out_root``, so a kept result is never rewritten.
+    Results are kept with the project but weights are not: when ``out_root`` has the run's result and
+    no weights, the run is trained again under ``local_out_root``, so a kept result is never rewritten.
     Returns (model in eval mode, its resolved config, the run folder).
     """
+    # a finished run keeps no checkpoint, so the model is read from the fp32 weights it keeps when asked
+    keep = {"train": {"keep_weights": "fp32"}}
     folder = run_folder(out_root, size, variant, seed)
     with contextlib.redirect_stdout(sys.stderr):  # the run's start-up line is progress, not for the page
         if read_result(folder) is None:  # never run, or stopped: train it (resuming from its checkpoint)
-            train_run(resolve_run(size, variant, seed, out_root=str(out_root)))
-        elif not (folder / "ckpt.pt").exists():
-            train_run(resolve_run(size, variant, seed, out_root=str(local_out_root)))
+            train_run(resolve_run(size, variant, seed, keep, out_root=str(out_root)))
+        elif not (folder / WEIGHTS_FILE).exists():
+            train_run(resolve_run(size, variant, seed, keep, out_root=str(local_out_root)))
             folder = run_folder(local_out_root, size, variant, seed)
     run = RunConfig.from_dict(json.loads((folder / "config.json").read_text())["config"])
     model = GPT(run.model)
-    model.load_state_dict(torch.load(folder / "ckpt.pt", map_location="cpu", weights_only=True)["model"])
+    load_weights(folder, model)
     return model.eval(), run, folder
 
 

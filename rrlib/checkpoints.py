@@ -1,0 +1,88 @@
+"""What a run keeps on disk: one checkpoint while it runs, at most its final weights once it is done.
+
+    running    ckpt.pt      model + AdamW state + step + minutes, written beside the old one and renamed over
+                            it (atomic: a kill leaves the old or the new file, never half of one)
+    finished   weights.pt   only with ``train.keep_weights`` bf16 or fp32: the model's state dict in that dtype;
+                            ckpt.pt is deleted once result.json is written (a finished run resumes nothing)
+
+The optimizer state is what fills a disk: AdamW keeps two fp32 moments per parameter, so a checkpoint is
+12 bytes a parameter (11.8 GB at 1b) and a finished run that kept it would hold 6x what bf16 weights need.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+from .config import KEEP_WEIGHTS, count_params, load_preset, resolve_run
+
+CKPT_FILE = "ckpt.pt"
+WEIGHTS_FILE = "weights.pt"
+WEIGHT_DTYPES = dict(zip(KEEP_WEIGHTS, (None, torch.bfloat16, torch.float32)))  # "none", "bf16", "fp32"
+# Bytes per parameter: fp32 weights + AdamW's exp_avg and exp_avg_sq (fp32); the step counters are scalars.
+CKPT_BYTES_PER_PARAM = 4 + 4 + 4
+
+
+def save_atomic(obj, path: Path, write=torch.save) -> None:
+    """``write(obj, file)`` into a file beside ``path``, fsynced, then renamed over it.
+
+    The fsync comes before the rename because a rename can reach the disk before the data it names: after a
+    power cut the folder would hold a whole-looking file of zeros.
+    """
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "wb") as fh:
+        write(obj, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def save_checkpoint(run_dir: Path, model, optimizer, step: int, minutes: float, **state) -> None:
+    """``state``: what else resuming needs (the run's fingerprint, the open log window)."""
+    save_atomic({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
+                 "minutes": minutes, **state}, Path(run_dir) / CKPT_FILE)
+
+
+def keep_final(run_dir: Path, model, keep_weights: str) -> None:
+    """The final weights, if asked for, before the result is written (so a result never lacks them)."""
+    dtype = WEIGHT_DTYPES[keep_weights]
+    if dtype is not None:
+        state = {k: v.detach().to("cpu", dtype if v.is_floating_point() else v.dtype)
+                 for k, v in model.state_dict().items()}
+        save_atomic({"model": state, "dtype": keep_weights}, Path(run_dir) / WEIGHTS_FILE)
+
+
+def drop_checkpoint(run_dir: Path) -> None:
+    """After result.json: the optimizer state is of no further use, and at 1b it is 11.8 GB a run."""
+    for name in (CKPT_FILE, CKPT_FILE + ".tmp"):
+        (Path(run_dir) / name).unlink(missing_ok=True)
+
+
+def load_weights(run_dir: Path, model) -> None:
+    """A finished run's kept weights (weights.pt) into ``model``, cast to the model's own dtype."""
+    path = Path(run_dir) / WEIGHTS_FILE
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist: the run kept no weights (train with "
+                                f"--set train.keep_weights=bf16 or fp32 to keep them)")
+    state = torch.load(path, map_location="cpu", weights_only=True)["model"]
+    model.load_state_dict({k: v.to(model.state_dict()[k].dtype) for k, v in state.items()})
+
+
+def weights_bytes(n_params: int, keep_weights: str) -> int:
+    dtype = WEIGHT_DTYPES[keep_weights]
+    return 0 if dtype is None else n_params * dtype.itemsize
+
+
+def sweep_peak_disk_bytes(size: str, keep_weights: str = "none", variants=None, seeds=None) -> int:
+    """The most disk one ``python -m rrlib sweep -p <size>`` process needs for its checkpoints and weights.
+
+    The sweep runs its grid one run at a time, so this is a bound: the largest run's checkpoint twice (the old
+    file and the new one just before the rename) plus the kept weights of every run of the grid. The token
+    cache and the small JSON files are not counted; n sweep processes sharing one disk need n times this.
+    """
+    preset = load_preset(size)
+    params = [count_params(resolve_run(size, v, 0).model) for v in (variants or preset.variants)]
+    n_runs_per_variant = len(seeds if seeds is not None else preset.seeds)
+    kept = sum(weights_bytes(p, keep_weights) for p in params) * n_runs_per_variant
+    return 2 * CKPT_BYTES_PER_PARAM * max(params) + kept
