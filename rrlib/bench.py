@@ -6,10 +6,12 @@
 
 Every (size, variant) of one invocation is measured in one process, on random tokens of the model's vocabulary,
 with rrlib.train's step (make_optimizer's AdamW, fused on CUDA; gradient clipping; autocast_factory's precision;
-``--compile`` compiles the whole model as a run does). Per cell it reports the median step time over the timed
+``--compile`` compiles each residual step as a run does). Per cell it reports the median step time over the timed
 steps (after warmup), tokens/s (timed tokens ÷ timed seconds), the ratios of both to ``standard`` at the same
 size, the model's parameters and FLOPs per token, peak memory, MFU on CUDA, and the cost of the fixed
-evaluation (rrlib.evaluate on the same tokens, eager and under no_grad, as a run evaluates) per training step.
+evaluation (rrlib.evaluate on the same tokens, under no_grad, as a run evaluates) per training step, and the
+compile cost apart from the step time (the first step less the median step). ``--plain`` adds each variant
+with the plain head (unpadded matmul, full fp32 logits) and reports tokens/s over it.
 Every variant of a size is built and warmed up first; then ``--repeats`` rounds of ``--steps`` timed steps
 run variant after variant, so drift on a shared machine hits every variant alike (``--steps 1 --repeats 30``
 alternates single steps; ``--threads 1`` keeps a busy 2-core machine from stalling multi-threaded kernels).
@@ -135,7 +137,9 @@ class Case:
     x: torch.Tensor
     y: torch.Tensor
     attention: str
+    plain_head: bool = False  # GPT(plain_head=True): unpadded head, full fp32 logits (``--plain``)
     warmup_s: float = 0.0
+    first_step_s: float = 0.0
     peak_memory: int = 0
     host_syncs: int | None = None  # counted on CUDA only
     times: list = dataclasses.field(default_factory=list)
@@ -150,15 +154,16 @@ def attention_kernel(run: RunConfig, device: torch.device, precision: str) -> st
     return SDPBackend(torch._fused_sdp_choice(qkv[0], qkv[1], qkv[2], is_causal=True)).name.lower()
 
 
-def build_case(run: RunConfig, device: torch.device, precision: str) -> Case:
+def build_case(run: RunConfig, device: torch.device, precision: str, plain_head: bool = False,
+               backend: str = "inductor") -> Case:
     torch.manual_seed(run.seed)
     with device:  # initialise on the device: a 1B model's init on the host takes seconds
-        model = GPT(run.model)
-    fwd = torch.compile(model, dynamic=False) if run.train.compile else model
+        model = GPT(run.model, plain_head=plain_head)
+    fwd = model.compile_steps(backend) if run.train.compile else model  # per residual step, as a run compiles
     tokens = torch.randint(0, run.model.vocab_size, (run.train.batch_size, run.model.seq_len + 1),
                            generator=torch.Generator().manual_seed(run.seed)).to(device)
     return Case(run, model, fwd, make_optimizer(model, run.train, device), tokens[:, :-1].contiguous(),
-                tokens[:, 1:].contiguous(), attention_kernel(run, device, precision))
+                tokens[:, 1:].contiguous(), attention_kernel(run, device, precision), plain_head=plain_head)
 
 
 def train_step(case: Case, step: int, autocast) -> None:
@@ -197,10 +202,18 @@ def timed_steps(case: Case, n: int, autocast, device: torch.device) -> list[floa
 
 
 def warm_up(case: Case, steps: int, autocast, device: torch.device) -> None:
-    """The untimed first steps: compilation, allocator growth, optimizer state."""
+    """The untimed first steps: compilation, allocator growth, optimizer state.
+
+    The first step is timed on its own: it holds the compilation, which ``summarise`` reports apart from the
+    step time as ``compile_s`` (the first step less the median step).
+    """
     start = time.perf_counter()
     for k in range(steps):
         train_step(case, k, autocast)
+        if k == 0:
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            case.first_step_s = time.perf_counter() - start
     if device.type == "cuda":
         torch.cuda.synchronize()
     case.warmup_s = time.perf_counter() - start
@@ -227,13 +240,13 @@ def peak_memory(device: torch.device) -> int:
 def bench_size(runs: list[RunConfig], device, precision, args, peak_flops) -> list[dict]:
     """Every variant of one size: build and warm up each in turn, then interleaved rounds of timed steps."""
     autocast = autocast_factory(precision, device)
-    torch.compiler.reset()  # a fresh compile cache per size: GPT.forward would otherwise exceed its recompile limit
+    torch.compiler.reset()  # a fresh compile cache per size, so each size's compile cost is its own
     cases = []
-    for run in runs:
+    for run, plain_head in ((run, plain) for run in runs for plain in ((False, True) if args.plain else (False,))):
         base = torch.cuda.memory_allocated(device) if device.type == "cuda" else 0
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
-        case = build_case(run, device, precision)
+        case = build_case(run, device, precision, plain_head, args.compile_backend)
         warm_up(case, args.warmup, autocast, device)
         case.peak_memory = peak_memory(device) - base
         _say(f"{run.size}/{run.variant}: d_model {run.model.d_model}, {case.model.n_params() / 1e6:.2f}M params, "
@@ -265,17 +278,24 @@ def summarise(case: Case, eval_s: float, precision: str, peak_flops: float | Non
         "precision": precision, "timed_steps": len(case.times), "step_ms": step_s * 1e3,
         "step_ms_min": min(case.times) * 1e3, "step_ms_max": max(case.times) * 1e3, "tokens_per_s": tokens_per_s,
         "mfu": mfu(model.flops_per_token(), tokens_per_s, peak_flops), "peak_memory_bytes": case.peak_memory,
-        "warmup_s": case.warmup_s, "eval_ms": eval_s * 1e3, "eval_to_step": eval_s / step_s,
+        "head": "plain" if case.plain_head else "padded, chunked loss", "first_step_s": case.first_step_s,
+        "compile_s": max(0.0, case.first_step_s - step_s), "warmup_s": case.warmup_s, "eval_ms": eval_s * 1e3,
+        "eval_to_step": eval_s / step_s,
         "host_syncs": case.host_syncs,
     }
 
 
 def add_ratios(rows: list[dict]) -> None:
-    """Step-time and tokens/s ratios to the parameter-matched standard of the same size (None without one)."""
-    base = next((r for r in rows if r["variant"] == BASELINE), None)
+    """Step-time and tokens/s ratios to the parameter-matched standard of the same size and head (None without
+    one), and, with ``--plain``, each row's tokens/s over the same variant's with the plain head."""
+    def find(variant, head):
+        return next((r for r in rows if r["variant"] == variant and r.get("head") == head), None)
+
     for row in rows:
+        base, plain = find(BASELINE, row.get("head")), find(row["variant"], "plain")
         row["step_time_vs_standard"] = None if base is None else row["step_ms"] / base["step_ms"]
         row["tokens_per_s_vs_standard"] = None if base is None else row["tokens_per_s"] / base["tokens_per_s"]
+        row["tokens_per_s_vs_plain"] = None if plain is None else row["tokens_per_s"] / plain["tokens_per_s"]
 
 
 # ---------------------------------------------------------------- the paper's sweep in device-hours
@@ -367,7 +387,9 @@ TABLE_COLUMNS = [
     ("step (ms)", "step_ms", "{:.1f}"), ("tokens/s", "tokens_per_s", "{:,.0f}"),
     ("step vs std", "step_time_vs_standard", "{:.3f}"), ("tok/s vs std", "tokens_per_s_vs_standard", "{:.3f}"),
     ("MFU", "mfu", "{:.1%}"), ("peak mem (GiB)", "peak_memory_bytes", lambda v: f"{v / 2**30:.2f}"),
-    ("eval/step", "eval_to_step", "{:.2f}"), ("warmup (s)", "warmup_s", "{:.1f}"), ("attention", "attention", "{}"),
+    ("eval/step", "eval_to_step", "{:.2f}"), ("compile (s)", "compile_s", "{:.1f}"),
+    ("warmup (s)", "warmup_s", "{:.1f}"), ("attention", "attention", "{}"), ("head", "head", "{}"),
+    ("tok/s vs plain", "tokens_per_s_vs_plain", "{:.3f}"),
 ]
 
 
@@ -395,7 +417,11 @@ def parse_args(argv):
     p.add_argument("--variants", default="review,highway,standard", help="comma-separated residual rules")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:<index>")
     p.add_argument("--precision", default="auto", help="auto (bf16 on CUDA, fp32 on CPU), fp32, tf32, bf16")
-    p.add_argument("--compile", action="store_true", help="torch.compile the whole model, as a run does")
+    p.add_argument("--compile", action="store_true", help="torch.compile each residual step, as a run does")
+    p.add_argument("--compile-backend", default="inductor",
+                   help="torch.compile backend; 'eager' traces without code generation (a fast dry run)")
+    p.add_argument("--plain", action="store_true",
+                   help="also measure each variant with the plain head (unpadded matmul, full fp32 logits)")
     p.add_argument("--steps", type=int, default=10, help="timed steps per variant and round")
     p.add_argument("--warmup", type=int, default=3, help="untimed steps first (compilation happens here)")
     p.add_argument("--repeats", type=int, default=1, help="interleaved rounds of timed steps over the variants")

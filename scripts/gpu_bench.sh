@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # The speed benchmark on one GPU: the paper's five sizes, bf16, in about BUDGET_S = 300 seconds.
 #   bash scripts/gpu_bench.sh OUTDIR
-# Writes into OUTDIR: gpu_bench.log (everything printed), eager.json/.md and compiled.json/.md. Each JSON and
-# markdown file is rewritten after every size, so a pass stopped at its time limit keeps the sizes it finished.
-#   1. eager: every size x review, highway, standard. A complete table and the paper sweep's GPU-hours at
-#      eager speed, which stand even if compiling fails.
-#   2. compiled (--compile: the whole model, as `train --compile` runs it), review and standard only, until
-#      BUDGET_S seconds from the start. Compiling the unrolled model takes longer the deeper it is (on a CPU
-#      34 s at 8 blocks, 121 s at 24), so not every size fits: 1b goes first (the largest share of the sweep's
-#      hours, and the paper's claim), then the others smallest first. The sweep prices a size not reached from
-#      the MFU measured at the nearest size that was. Highway's compiled speed is left out to fit one more size.
+# Writes into OUTDIR: gpu_bench.log (everything printed) and one <pass>-<size>.json/.md per pass and size,
+# each written by its own process as soon as that size is done (a size's variants are timed interleaved, so
+# their ratios share the machine's drift), so a stop at any point keeps every size finished before it.
+#   1. eager: every size, smallest first, x review, highway, standard: the cheapest complete table, and the
+#      paper sweep's GPU-hours at eager speed, which stand even if compiling fails.
+#   2. compiled (--compile: per residual step, as `train --compile` runs it), review and standard only, smallest
+#      first, until BUDGET_S seconds from the start. Compile time no longer grows with depth (one graph per
+#      sublayer kind and rule), and each table reports it apart from the step time (compile_s). The sweep
+#      prices a size not reached from the MFU measured at the nearest size that was.
 # Needs nothing outside the repository except the paper's runs for the sweep's GPU-hours, PAPER_CSV (default
 # ../shared/reference/scaling_v8.csv; skipped, with a message, when missing).
-# A dry run without a GPU: DEVICE=cpu PRECISION=fp32 SIZES=tiny bash scripts/gpu_bench.sh OUTDIR
+# A dry run without a GPU (tests/test_gpu_path.py runs it):
+#   DEVICE=cpu PRECISION=fp32 SIZES=tiny COMPILE_BACKEND=eager bash scripts/gpu_bench.sh OUTDIR
 set -uo pipefail
 if [[ $# -ne 1 ]]; then
   echo "usage: bash scripts/gpu_bench.sh OUTDIR" >&2
@@ -26,34 +27,34 @@ export PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:Tr
 DEVICE=${DEVICE:-cuda}
 PRECISION=${PRECISION:-bf16}
 BUDGET_S=${BUDGET_S:-300}
+COMPILE_BACKEND=${COMPILE_BACKEND:-inductor}
+EAGER_S=${EAGER_S:-60}  # per size of the eager pass, so the compiled pass always gets a share of the budget
 PAPER_CSV=${PAPER_CSV:-../shared/reference/scaling_v8.csv}
 read -r -a EAGER_SIZES <<< "${SIZES:-60m 150m 320m 590m 1b}"
-read -r -a COMPILED_SIZES <<< "${SIZES:-1b 60m 150m 320m 590m}"
+read -r -a COMPILED_SIZES <<< "${SIZES:-60m 150m 320m 590m 1b}"
 LOG="$OUT/gpu_bench.log"
 
 say() { echo "[gpu_bench $(date +%H:%M:%S) +${SECONDS}s] $*" | tee -a "$LOG"; }
 
-bench() {  # bench NAME TIMEOUT_S VARIANTS SIZE... [-- FLAG...]: one pass, in one process
-  local name=$1 limit=$2 variants=$3
-  shift 3
-  local args=()
-  while [[ $# -gt 0 && $1 != -- ]]; do args+=(--size "$1"); shift; done
-  [[ $# -gt 0 ]] && shift
-  say "$name: ${args[*]} x $variants on $DEVICE ($PRECISION), at most ${limit}s"
-  timeout -k 15 "$limit" python -m rrlib bench "${args[@]}" --variants "$variants" --device "$DEVICE" \
+bench() {  # bench PASS TIMEOUT_S VARIANTS SIZE [FLAG...]: one size of one pass, in its own process
+  local name=$1-$4 limit=$2 variants=$3 size=$4
+  shift 4
+  if (( limit < 30 )); then
+    say "$name: skipped, ${limit}s of the budget left"
+    return
+  fi
+  say "$name: --size $size x $variants on $DEVICE ($PRECISION), at most ${limit}s"
+  timeout -k 15 "$limit" python -m rrlib bench --size "$size" --variants "$variants" --device "$DEVICE" \
     --precision "$PRECISION" --warmup 3 --steps 10 --paper-csv "$PAPER_CSV" --out "$OUT/$name.json" "$@" 2>&1 \
     | tee -a "$LOG"
   local status=${PIPESTATUS[0]}
   if [[ $status -eq 124 || $status -eq 137 ]]; then
-    if [[ -f "$OUT/$name.json" ]]; then
-      say "$name: stopped at its time limit; $OUT/$name.json keeps the sizes it finished"
-    else
-      say "$name: stopped at its time limit before it finished a size"
-    fi
+    say "$name: stopped at its time limit; the sizes before it are kept"
   elif [[ $status -ne 0 ]]; then
     say "$name: failed with exit status $status (see above)"
   fi
 }
+left() { echo $(( BUDGET_S - SECONDS )); }
 
 say "start: commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), budget ${BUDGET_S}s"
 if [[ $DEVICE == cuda* ]]; then
@@ -61,11 +62,14 @@ if [[ $DEVICE == cuda* ]]; then
 fi
 python -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1 | tee -a "$LOG"
 
-bench eager 150 review,highway,standard "${EAGER_SIZES[@]}"
-bench compiled $(( BUDGET_S - SECONDS > 60 ? BUDGET_S - SECONDS : 60 )) review,standard "${COMPILED_SIZES[@]}" \
-  -- --compile
+for size in "${EAGER_SIZES[@]}"; do
+  bench eager "$(( $(left) < EAGER_S ? $(left) : EAGER_S ))" review,highway,standard "$size"
+done
+for size in "${COMPILED_SIZES[@]}"; do
+  bench compiled "$(left)" review,standard "$size" --compile --compile-backend "$COMPILE_BACKEND"
+done
 
-for name in eager compiled; do
+for name in "${EAGER_SIZES[@]/#/eager-}" "${COMPILED_SIZES[@]/#/compiled-}"; do
   if [[ -f "$OUT/$name.md" ]]; then
     say "$name ($OUT/$name.md):"
     tee -a "$LOG" < "$OUT/$name.md"

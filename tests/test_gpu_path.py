@@ -1,0 +1,223 @@
+"""The GPU path, checked on a CPU: disk kept by runs, compiled graphs per step, precision, the fast head and loss.
+
+Tests that need CUDA (pinned copies, host syncs in the step loop) are skipped without one, not faked.
+"""
+import contextlib
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+from rrlib import checkpoints
+from rrlib.config import ModelConfig, count_params, load_preset, resolve_run
+from rrlib.data import get_batch
+from rrlib.model import GPT, chunked_cross_entropy, head_rows, proposal, residual_step
+from rrlib.train import autocast_factory, device_batches, make_optimizer, optimizer_step, train_run
+
+REPO = Path(__file__).resolve().parents[1]
+FAST = {"steps": 6, "eval_every": 6, "ckpt_every": 3, "log_every": 3, "paper_eval_batches": 1,
+        "fixed_eval_tokens": 1024}
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+def small(n_layers=2, variant="review", vocab_size=97, **kw) -> GPT:
+    return GPT(ModelConfig(d_model=16, n_layers=n_layers, n_heads=2, seq_len=8, vocab_size=vocab_size,
+                           variant=variant), **kw)
+
+
+# ---------------------------------------------------------------- disk
+
+def test_finished_run_keeps_no_optimizer_state_and_its_weights_only_when_asked(tmp_path):
+    for keep in ("none", "bf16"):
+        result = train_run(resolve_run("tiny", "review", 0, {"train": {**FAST, "keep_weights": keep}},
+                                       str(tmp_path / keep)), progress=False)
+        folder = tmp_path / keep / "tiny" / "review" / "seed0"
+        assert result["status"] == "finished"
+        names = {p.name for p in folder.iterdir()}
+        assert not names & {"ckpt.pt", "ckpt.pt.tmp", "weights.pt.tmp"}, names
+        for path in folder.glob("*.pt"):
+            assert "optimizer" not in torch.load(path, weights_only=True)
+        assert ("weights.pt" in names) == (keep == "bf16")
+    kept = torch.load(tmp_path / "bf16" / "tiny" / "review" / "seed0" / "weights.pt", weights_only=True)
+    assert kept["dtype"] == "bf16" and all(v.dtype == torch.bfloat16 for v in kept["model"].values())
+    model = GPT(resolve_run("tiny", "review", 0).model)
+    checkpoints.load_weights(tmp_path / "bf16" / "tiny" / "review" / "seed0", model)
+    assert model.wte.weight.dtype == torch.float32
+    assert torch.equal(model.wte.weight, kept["model"]["wte.weight"].float())
+
+
+def test_a_running_checkpoint_is_replaced_atomically(tmp_path):
+    model = small()
+    optimizer = torch.optim.AdamW(model.parameters())
+    model(torch.zeros(1, 8, dtype=torch.long), torch.zeros(1, 8, dtype=torch.long))[1].backward()
+    optimizer.step()
+    for step in (1, 2):
+        checkpoints.save_checkpoint(tmp_path, model, optimizer, step, 0.0)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt.pt"]
+    assert torch.load(tmp_path / "ckpt.pt", weights_only=True)["step"] == 2
+
+
+def test_sweep_peak_disk_is_counted_from_the_models():
+    preset = load_preset("tiny")
+    params = [count_params(resolve_run("tiny", v, 0).model) for v in preset.variants]
+    n = len(preset.seeds)
+    assert checkpoints.sweep_peak_disk_bytes("tiny") == 2 * 12 * max(params)
+    assert checkpoints.sweep_peak_disk_bytes("tiny", "bf16") == 2 * 12 * max(params) + 2 * n * sum(params)
+    assert checkpoints.sweep_peak_disk_bytes("tiny", "fp32") == 2 * 12 * max(params) + 4 * n * sum(params)
+
+
+# ---------------------------------------------------------------- compile per residual step
+
+def _entries(fn) -> int:
+    return len(_debug_get_cache_entry_list(fn.__code__))
+
+
+def test_compile_per_step_is_flat_in_depth_seeds_and_sublayers():
+    """Dynamo's graphs are counted per code object: two (attention, MLP) for every depth and seed of a rule."""
+    torch._dynamo.reset()
+    x = torch.randint(0, 97, (2, 8))
+    seen = []
+    for n_layers, seed in ((2, 0), (8, 0), (8, 1)):
+        torch.manual_seed(seed)
+        eager = small(n_layers)
+        model = small(n_layers).compile_steps(backend="eager")
+        model.load_state_dict(eager.state_dict())
+        loss = model(x, x)[1]
+        loss.backward()
+        assert torch.equal(loss, eager(x, x)[1])
+        seen.append(_entries(residual_step))
+    assert seen == [2, 2, 2]
+    small(4, "highway").compile_steps(backend="eager")(x, x)[1].backward()
+    assert _entries(residual_step) == 4  # a second rule: its own attention and MLP graphs, no fallback
+    assert torch._dynamo.config.fail_on_recompile_limit_hit and torch._dynamo.config.recompile_limit >= 64
+
+
+def test_cross_depth_rules_compile_the_sublayer_alone():
+    torch._dynamo.reset()
+    x = torch.randint(0, 97, (2, 8))
+    for n_layers in (2, 8):
+        small(n_layers, "attnres").compile_steps(backend="eager")(x, x)[1].backward()
+    assert _entries(proposal) == 2 and _entries(residual_step) == 0
+
+
+# ---------------------------------------------------------------- precision
+
+def test_tf32_and_bf16_runs_in_one_process_read_their_precision_back(tmp_path):
+    for precision, matmul in (("tf32", "high"), ("bf16", "highest"), ("fp32", "highest")):
+        autocast = autocast_factory(precision, torch.device("cpu"))
+        assert torch.get_float32_matmul_precision() == matmul
+        with autocast():
+            dtype = torch.ones(2, 2) @ torch.ones(2, 2)
+        assert dtype.dtype == (torch.bfloat16 if precision == "bf16" else torch.float32)
+    for precision in ("tf32", "bf16"):
+        result = train_run(resolve_run("tiny", "standard", 0, {"train": {**FAST, "precision": precision}},
+                                       str(tmp_path / precision)), progress=False)
+        assert result["precision"] == precision and result["status"] == "finished"
+        config = json.loads((tmp_path / precision / "tiny" / "standard" / "seed0" / "config.json").read_text())
+        assert config["precision"] == precision
+    assert torch.get_float32_matmul_precision() == "highest"
+
+
+# ---------------------------------------------------------------- the head and the loss
+
+def test_head_padding_keeps_counts_and_shapes():
+    assert head_rows(50257) == 50304 and head_rows(257) == 257  # 257 → 320 would add 25 % of the head's work
+    padded, plain = small(vocab_size=50257), small(vocab_size=50257, plain_head=True)
+    assert padded.head_rows == 50304 and plain.head_rows == 50257
+    assert padded.n_params() == plain.n_params() and padded.flops_per_token() == plain.flops_per_token()
+    assert {k: v.shape for k, v in padded.state_dict().items()} == {k: v.shape for k, v in plain.state_dict().items()}
+
+
+@pytest.mark.parametrize("vocab_size,chunk,accum,bitwise", [
+    (50257, 4096, 1, True), (97, 4096, 1, True), (50257, 4096, 3, False), (50257, 5, 1, False), (97, 7, 3, False)])
+def test_padded_chunked_loss_equals_the_plain_path(vocab_size, chunk, accum, bitwise):
+    """One chunk runs the plain path's very ops: bitwise on CPU. Several chunks sum in another order, and a
+    1/accum factor meets the 1/N one in another order (both to float tolerance)."""
+    torch.manual_seed(0)
+    plain = small(vocab_size=vocab_size, plain_head=True)
+    fast = small(vocab_size=vocab_size)
+    fast.load_state_dict(plain.state_dict())
+    fast.loss_chunk = chunk
+    x, y = torch.randint(0, vocab_size, (2, 2, 8))
+    losses, grads = [], []
+    for model in (plain, fast):
+        loss = model(x, y)[1]
+        (loss / accum).backward()  # as optimizer_step scales a micro-batch's loss
+        losses.append(loss)
+        grads.append({k: p.grad for k, p in model.named_parameters()})
+    check = torch.equal if bitwise else (lambda a, b: torch.allclose(a, b, rtol=1.3e-6, atol=1e-5))
+    assert check(losses[0], losses[1])
+    for name in grads[0]:
+        assert check(grads[0][name], grads[1][name]), name
+    assert torch.equal(plain(x)[0], fast(x)[0]) and fast(x)[0].shape == (2, 8, vocab_size)
+
+
+def test_chunked_loss_under_bf16_autocast_matches_the_plain_one():
+    torch.manual_seed(0)
+    h = torch.randn(24, 16, requires_grad=True)
+    w = (0.1 * torch.randn(97, 16)).requires_grad_()
+    y = torch.randint(0, 97, (24,))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        plain = torch.nn.functional.cross_entropy(torch.nn.functional.linear(h, w).float(), y)
+        chunked = chunked_cross_entropy(h, w, y, chunk=5, rows=128)
+    grads = [torch.autograd.grad(loss, (h, w)) for loss in (plain, chunked)]
+    torch.testing.assert_close(chunked, plain, rtol=1e-6, atol=1e-6)
+    for a, b in zip(*grads):
+        torch.testing.assert_close(b, a, rtol=2e-2, atol=2e-4)  # bf16 partial sums over chunks round apart
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):  # without gradients: the same loss
+        assert torch.equal(chunked_cross_entropy(h, w, y, chunk=5, rows=128), chunked.detach())
+
+
+# ---------------------------------------------------------------- batches
+
+def test_device_batches_are_the_steps_batches():
+    tokens = torch.randint(0, 97, (4096,)).numpy().astype("uint16")
+    got = list(device_batches(tokens, 3, 7, 1, 4, 16, 0, 1, torch.device("cpu")))
+    assert len(got) == 4
+    for step, (x, y) in zip(range(3, 7), got):
+        ex, ey = get_batch(tokens, step, 1, 4, 16)
+        assert torch.equal(x, ex) and torch.equal(y, ey)
+
+
+@cuda
+def test_cuda_steps_between_log_steps_do_not_sync():
+    """What the step loop runs between log steps: prefetched pinned batches, the step, the divergence flag."""
+    device = torch.device("cuda")
+    tokens = torch.randint(0, 97, (4096,)).numpy().astype("uint16")
+    model = small().to(device)
+    optimizer = make_optimizer(model, resolve_run("tiny", "review", 0).train, device)
+    first_bad = torch.full((), -1, dtype=torch.long, device=device)
+    batches = device_batches(tokens, 0, 4, 0, 4, 8, 0, 1, device)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")  # any operation that makes the host wait raises
+    try:
+        for step in range(4):
+            x, y = next(batches)
+            loss, _ = optimizer_step(model, model, optimizer, x, y, 1e-3, 1, contextlib.nullcontext, 1.0)
+            first_bad = torch.where((first_bad < 0) & ~torch.isfinite(loss), step, first_bad)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert first_bad.item() == -1
+
+
+# ---------------------------------------------------------------- the GPU benchmark script
+
+def test_gpu_bench_dry_run_on_cpu(tmp_path):
+    env = {**os.environ, "DEVICE": "cpu", "PRECISION": "fp32", "SIZES": "tiny", "COMPILE_BACKEND": "eager",
+           "OMP_NUM_THREADS": "1", "BUDGET_S": "240", "PAPER_CSV": str(tmp_path / "none.csv")}
+    done = subprocess.run(["bash", "scripts/gpu_bench.sh", str(tmp_path / "out")], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    out = tmp_path / "out"
+    eager = json.loads((out / "eager-tiny.json").read_text())
+    compiled = json.loads((out / "compiled-tiny.json").read_text())
+    assert {r["variant"] for r in eager["results"]} == {"review", "highway", "standard"}
+    assert compiled["compile"] and {r["variant"] for r in compiled["results"]} == {"review", "standard"}
+    for row in eager["results"] + compiled["results"]:
+        assert row["compile_s"] >= 0 and row["step_ms"] > 0
+    log = (out / "gpu_bench.log").read_text()
+    assert log.index("eager-tiny: --size tiny") < log.index("compiled-tiny: --size tiny") and "done" in log
