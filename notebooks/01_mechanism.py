@@ -194,7 +194,8 @@ names = gates.sublayer_names(model)
 token = (0, x.shape[1] // 2)  # one held-out position, halfway through the first window
 
 
-def show_gate(sublayer=names[0], cosine=0.5, log10_scale=0.0):
+def gate_histogram(sublayer, cosine, log10_scale) -> bytes:
+    """The probe's r per channel at one setting of the controls, as a PNG."""
     i = names.index(sublayer)
     h, u, _ = records[i]
     r = gates.probe_gate(model, i, h[token], u[token], cosine, 10**log10_scale)
@@ -202,13 +203,27 @@ def show_gate(sublayer=names[0], cosine=0.5, log10_scale=0.0):
     ax.hist(r.numpy(), bins=30, range=(0, 1), color=plots.color("review"))
     ax.set(xlabel="r per channel", ylabel="channels",
            title=f"{sublayer}: cos(u, h) = {cosine:+.2f}, ‖u‖/‖h‖ = {10**log10_scale:.2g}, mean r = {r.mean():.3f}")
-    plots.show_figure(fig)
+    return plots.figure_png(fig)
 
 
 # %% tags=["live"]
-widgets.interact(show_gate, sublayer=names,
-                 cosine=widgets.FloatSlider(value=0.5, min=-1, max=1, step=0.05),
-                 log10_scale=widgets.FloatSlider(value=0.0, min=-2, max=2, step=0.1));
+# The figure is an Image widget that the controls redraw, not ipywidgets.interact: interact draws into an Output
+# widget, and a headless run (papermill, nbclient) answers each Output-widget update with a message on the
+# kernel's shell socket while it waits on that socket for the cell's reply, which it can then miss: the run
+# sat idle until its cell timeout. An Image widget's value changes only in the kernel.
+controls = {"sublayer": widgets.Dropdown(options=names, description="sublayer"),
+            "cosine": widgets.FloatSlider(value=0.5, min=-1, max=1, step=0.05, description="cos(u, h)"),
+            "log10_scale": widgets.FloatSlider(value=0.0, min=-2, max=2, step=0.1, description="log10 ‖u‖/‖h‖")}
+histogram = widgets.Image(format="png", value=gate_histogram(**{k: c.value for k, c in controls.items()}))
+
+
+def redraw(_change):
+    histogram.value = gate_histogram(**{k: c.value for k, c in controls.items()})
+
+
+for control in controls.values():
+    control.observe(redraw, names="value")
+widgets.VBox([*controls.values(), histogram])
 
 # %%
 cosines = torch.linspace(-1, 1, 41)

@@ -174,7 +174,6 @@ plots.legend_outside(axes[0, -1])
 axes[0, 0].set_ylabel("loss gap (positive favours Review)")
 fig.suptitle("The emergence curve, with 95% intervals")
 plots.save_figure(fig, "04_emergence_curve", figures_dir)
-plt.close(fig)
 
 # %% [markdown]
 # ## The trend over scale

@@ -1,4 +1,4 @@
-"""Command line: ``python -m rrlib train|sweep|bench|report ...``.
+"""Train, sweep, benchmark and report: python -m rrlib train|sweep|bench|report ... (each has its own --help).
 
 Every error a user can cause (unknown size or variant, bad numbers, missing data) ends in one sentence and
 exit status 2; nothing already written is touched.
@@ -25,13 +25,36 @@ OVERRIDE_FLAGS = {
 }
 
 
+def override_help() -> dict[str, str]:
+    """One line per override flag, naming the valid choices where there is a fixed set."""
+    from .config import PRECISIONS
+    from .data import HELDOUT, TOKENIZERS
+
+    return {
+        "steps": "training steps (default: the preset's)",
+        "batch_size": "sequences per optimiser step (default: the preset's)",
+        "micro_batch_size": "sequences per forward pass; the step accumulates batch-size / micro-batch-size of them",
+        "lr": "peak learning rate (default: the preset's)",
+        "device": "auto, cpu, cuda or cuda:<index> (default: the preset's, usually auto)",
+        "precision": f"{', '.join(PRECISIONS)} (auto: bf16 on CUDA, fp32 on CPU)",
+        "eval_every": "steps between held-out evaluations",
+        "ckpt_every": "steps between checkpoints (a killed run resumes from the last one)",
+        "data_path": "a local training text (.txt with <|endoftext|> lines, .jsonl, .parquet) instead of the preset's",
+        "val_path": "a local validation file, used with --heldout validation",
+        "heldout": f"{' or '.join(HELDOUT)}: the paper's last 3 %% of the train stream, or the validation file",
+        "tokenizer": f"{' or '.join(TOKENIZERS)}",
+        "max_stories": "read at most this many stories of the training text",
+    }
+
+
 def add_overrides(p: argparse.ArgumentParser) -> None:
+    helps = override_help()
     for flag, (_, _, kind) in OVERRIDE_FLAGS.items():
-        p.add_argument("--" + flag.replace("_", "-"), dest=flag, type=kind, default=None)
+        p.add_argument("--" + flag.replace("_", "-"), dest=flag, type=kind, default=None, help=helps.get(flag))
     p.add_argument("--compile", action="store_true", default=None, help="torch.compile the model")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="any other setting, e.g. --set model.n_loops=4 --set train.warmup_steps=100")
-    p.add_argument("--out", default="outputs/runs", help="root folder of the run folders")
+    p.add_argument("--out", default="outputs/runs", help="root of the run folders (default: %(default)s)")
     p.add_argument("--move-aside", action="store_true",
                    help="a run folder that holds another run (other settings) or an unreadable file is renamed "
                         "to moved-seed<k>-<fingerprint> beside it and the run starts afresh; nothing is deleted")
@@ -81,6 +104,15 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"error: {message}; see {self.prog} --help\n")
 
 
+def choices() -> tuple[str, str]:
+    """The valid sizes and variants, as --help lists them."""
+    from . import model  # noqa: F401  (registers every rule, the cross-depth ones included)
+    from .config import available_sizes
+    from .residuals import RULES
+
+    return ", ".join(available_sizes()), ", ".join(RULES)
+
+
 # Subcommands that own their arguments: python -m rrlib <name> ... → rrlib.<module>.main(argv)
 DELEGATED = {"bench": "bench", "report": "report"}
 
@@ -102,18 +134,23 @@ def main(argv=None) -> int:
                        ("report", "execute the notebooks and render the report into paper/")):
         sub.add_parser(name, help=text, add_help=False)
 
-    p = sub.add_parser("train", help="train one run (size × variant × seed)")
-    p.add_argument("--size", required=True)
-    p.add_argument("--variant", required=True)
-    p.add_argument("--seed", type=seed_number, default=0)
+    sizes, variants = choices()
+    p = sub.add_parser("train", help="train one run (size × variant × seed)",
+                       description="Train one run into <out>/<size>/<variant>/seed<k>/ (resumes a stopped one).")
+    p.add_argument("--size", required=True, help=f"a preset in params/: {sizes}")
+    p.add_argument("--variant", required=True, help=f"a residual rule: {variants}")
+    p.add_argument("--seed", type=seed_number, default=0, help="fixes init, batch order and eval windows (default: 0)")
     add_overrides(p)
 
-    p = sub.add_parser("sweep", help="train a size's grid of variants × seeds, skipping what is done")
-    p.add_argument("--size", required=True)
-    p.add_argument("--variants", type=csv_list(str), default=None, help="comma-separated; default: the preset's")
+    p = sub.add_parser("sweep", help="train a size's grid of variants × seeds, skipping what is done",
+                       description="Train every (variant, seed) of a size that has no result yet.")
+    p.add_argument("--size", required=True, help=f"a preset in params/: {sizes}")
+    p.add_argument("--variants", type=csv_list(str), default=None,
+                   help=f"comma-separated rules (default: the preset's): {variants}")
     p.add_argument("--seeds", type=csv_list(seed_number), default=None,
-                   help="comma-separated; default: the preset's")
-    p.add_argument("--shard", default="0/1", help="k/n: run every n-th cell starting at k")
+                   help="comma-separated seeds, e.g. 0,1,2 (default: the preset's)")
+    p.add_argument("--shard", default="0/1",
+                   help="k/n: this machine's share, every n-th cell from the k-th (0 <= k < n; default: all)")
     add_overrides(p)
 
     args = parser.parse_args(argv)

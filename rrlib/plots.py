@@ -83,8 +83,10 @@ def title_of(fig) -> str:
 
 
 def save_figure(fig, name: str, figures_dir=None) -> Path | None:
-    """Write ``fig`` as ``<figures_dir>/<name>.png`` (the report's figure export); no-op without a folder."""
-    return None if figures_dir is None else _write(_png(fig), name, figures_dir)
+    """Write ``fig`` as ``<figures_dir>/<name>.png`` (the report's figure export; nothing without a folder) and
+    close it, so that it is not shown as well."""
+    png = figure_png(fig)
+    return None if figures_dir is None else _write(png, name, figures_dir)
 
 
 def show_figure(fig, name: str | None = None, figures_dir=None) -> None:
@@ -99,10 +101,9 @@ def show_figure(fig, name: str | None = None, figures_dir=None) -> None:
     title = title_of(fig)
     if not title:
         raise ValueError(f"figure {name or ''} has no title: give it a suptitle or axes titles")
-    png = _png(fig)
+    png = figure_png(fig)
     if name is not None and figures_dir is not None:
         _write(png, name, figures_dir)
-    plt.close(fig)
     # shown at the figure's own size (savefig writes it at a higher dpi, for zooming and print)
     width = int.from_bytes(png[16:20], "big") * plt.rcParams["figure.dpi"] / plt.rcParams["savefig.dpi"]
     display(Image(png, width=round(width)), metadata={"image/png": {"alt": title}})
@@ -116,9 +117,11 @@ def _write(png: bytes, name: str, figures_dir) -> Path:
     return path
 
 
-def _png(fig) -> bytes:
+def figure_png(fig) -> bytes:
+    """``fig`` as PNG bytes (closed afterwards), the same for the same figure: no software version inside."""
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", bbox_inches="tight", metadata={"Software": None})
+    plt.close(fig)
     return buffer.getvalue()
 
 

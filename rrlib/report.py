@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import html
+import json
 import os
 import re
 import sysconfig
@@ -114,6 +115,44 @@ def execute(notebook, parameters: dict, output: Path, log_output: bool, cell_tim
     papermill.execute_notebook(notebook, str(output), parameters=parameters, kernel_name=KERNEL,
                                cwd=str(PROJECT_ROOT), progress_bar=False, log_output=log_output,
                                execution_timeout=cell_timeout)
+
+
+# ---------------------------------------------------------------- reuse
+
+INPUTS = "inputs.json"  # in the report's folder: what each page was built from
+RUN_FILES = ("result.json", "metrics.jsonl", "config.json", "weights.pt")
+
+
+def page_inputs(nb: Notebook, parameters: dict, runs: Path, size: str | None, paper_csv: Path) -> str:
+    """A fingerprint of what a page is built from: its notebook, its parameters, the run files it can read.
+
+    A per-size page reads its size's runs; the others may read any run beside ``runs`` (the looped sweep keeps
+    its own roots there) except the smoke-test size, whose runs the main job trains afresh. The library's own
+    code is not part of it: after a change there, ``--force`` rebuilds every page.
+    """
+    import hashlib
+
+    digest = hashlib.sha256((NOTEBOOK_DIR / f"{nb.name}.py").read_bytes())
+    digest.update(json.dumps(parameters, sort_keys=True).encode())
+    if paper_csv.exists():
+        digest.update(paper_csv.read_bytes())
+    root = runs / size if size else runs.parent
+    skipped = [] if size else [runs / s for s in QUICK_SIZES]
+    files = sorted(p for p in root.rglob("*") if p.name in RUN_FILES
+                   and not any(p.is_relative_to(s) for s in skipped))
+    for path in files:
+        digest.update(path.relative_to(root).as_posix().encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def read_inputs(out: Path) -> dict:
+    path = out / INPUTS
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def write_inputs(out: Path, inputs: dict) -> None:
+    (out / INPUTS).write_text(json.dumps(inputs, indent=1, sort_keys=True) + "\n")
 
 
 # ---------------------------------------------------------------- rendering
@@ -383,8 +422,9 @@ def parse_args(argv):
                    help="tiny parameters for CI; folders default to build/quick/{paper,runs}")
     p.add_argument("--out", default=None, help="where the rendered report goes (default: paper)")
     p.add_argument("--runs", default=None, help="root of the run folders (default: outputs/runs)")
-    p.add_argument("--build", default=None, help="executed notebooks and local retraining (default: build)")
-    p.add_argument("--only", nargs="+", default=None, metavar="NOTEBOOK", help="build only these notebooks")
+    p.add_argument("--build", default=None, help="executed notebooks and local retraining go here (default: build)")
+    p.add_argument("--only", nargs="+", default=None, metavar="NOTEBOOK",
+                   help=f"build only these notebooks: {', '.join(nb.name for nb in NOTEBOOKS)}")
     p.add_argument("--paper-csv", default=PAPER_CSV, help="the paper's runs (default: %(default)s)")
     p.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE",
                    help="a parameter for every notebook that declares it (a YAML value), e.g. -p device=cuda")
@@ -392,6 +432,9 @@ def parse_args(argv):
                    help="CPU threads per notebook kernel (OMP_NUM_THREADS); --quick uses 1, as tiny models gain "
                         "nothing from more and a shared CPU loses much to oversubscription")
     p.add_argument("--verbose", action="store_true", help="stream the notebooks' output while they run")
+    p.add_argument("--force", action="store_true",
+                   help="execute every page, also those whose notebook, parameters and results are unchanged "
+                        "since the last build (needed after a change to the library itself)")
     return p.parse_args(argv)
 
 
@@ -435,6 +478,7 @@ def main(argv=None) -> int:
     if threads:
         os.environ["OMP_NUM_THREADS"] = str(threads)  # read by each kernel's torch at start-up
     (out / "figures").mkdir(parents=True, exist_ok=True)
+    built = read_inputs(out)
     start = time.perf_counter()
     for nb in notebooks:
         source = notebook_source(nb)
@@ -443,6 +487,10 @@ def main(argv=None) -> int:
             stem = f"{nb.name}_{size}" if size else nb.name
             parameters = {**common, **(nb.quick if args.quick else {}), **({"size": size} if size else {})}
             parameters = {k: v for k, v in parameters.items() if k in declared}
+            inputs = page_inputs(nb, parameters, runs, size, paper_csv)
+            if not args.force and built.get(stem) == inputs and (out / f"{stem}.reader.html").exists():
+                print(f"[report] {stem}: up to date (notebook, parameters and results unchanged)", flush=True)
+                continue
             number = nb.name.split("_")[0]
             mine = f"{number}_{size}_*" if size else f"{number}_*"
             for old in [*(out / "figures").glob(f"{mine}.png"), *(out / "tables").glob(f"{mine}.csv")]:
@@ -457,6 +505,9 @@ def main(argv=None) -> int:
                 print(f"error: {stem} failed ({reason}); the executed notebook is {_shown(executed)}", flush=True)
                 return 1
             render(executed, out, stem, nb.name)
+            if size not in QUICK_SIZES:  # the smoke test's runs are trained afresh on every clone: never reused
+                built[stem] = inputs
+                write_inputs(out, built)
             print(f"[report] {stem}: done in {time.perf_counter() - t0:.0f} s", flush=True)
     index = write_index(out, abstract(runs, sizes, paper_csv))
     print(f"[report] {len(rendered_pages(out))} pages, {len(list((out / 'figures').glob('*.png')))} figures, "

@@ -102,3 +102,21 @@ def test_page_leaves_progress_out_and_formats_tables(two_builds):
     assert "0.00035" in page and "✓" in page and "2.242" in page and "0.00034941" not in page
     assert 'href="tables/09_table.csv"' in page
     assert "0.00034941" in (out / "tables" / "09_table.csv").read_text()
+
+
+def test_a_page_is_reused_until_its_notebook_parameters_or_results_change(tmp_path):
+    nb = next(n for n in report.NOTEBOOKS if n.name == "04_statistics")
+    runs = tmp_path / "outputs" / "runs"
+    for size in ("mini", "tiny"):
+        (runs / size / "review" / "seed0").mkdir(parents=True)
+        (runs / size / "review" / "seed0" / "result.json").write_text('{"fixed_loss": 1.5}')
+    csv = tmp_path / "paper.csv"
+    csv.write_text("size,variant\n")
+    first = report.page_inputs(nb, {"n_boot": 10}, runs, None, csv)
+    assert report.page_inputs(nb, {"n_boot": 10}, runs, None, csv) == first
+    # the smoke-test size is trained afresh on every clone: its results must not force a rebuild
+    (runs / "tiny" / "review" / "seed0" / "result.json").write_text('{"fixed_loss": 1.6}')
+    assert report.page_inputs(nb, {"n_boot": 10}, runs, None, csv) == first
+    assert report.page_inputs(nb, {"n_boot": 11}, runs, None, csv) != first
+    (runs / "mini" / "review" / "seed0" / "result.json").write_text('{"fixed_loss": 1.4}')
+    assert report.page_inputs(nb, {"n_boot": 10}, runs, None, csv) != first
