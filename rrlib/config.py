@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,6 +79,7 @@ class TrainConfig:
     grad_clip: float = 1.0
     warmup_steps: int = 500
     warmup_frac: float | None = None  # when set, warmup_steps = round(warmup_frac · steps), after overrides
+    tokens_per_param: float | None = None  # when set, steps give Review's model this many tokens per parameter
     min_lr_frac: float = 0.1
     precision: str = "auto"  # auto (bf16 on CUDA, fp32 on CPU), fp32, tf32, bf16
     compile: bool = False
@@ -191,7 +193,8 @@ def _readable_presets(params_dir: Path) -> dict[str, dict]:
 
 
 # Settings a preset may expand over (``expand: {field: [...]}``), and the section each belongs to.
-EXPANDABLE = {**{f.name: "model" for f in dataclasses.fields(ModelConfig) if f.type == "int"}, "steps": "train"}
+EXPANDABLE = {**{f.name: "model" for f in dataclasses.fields(ModelConfig) if f.type == "int"}, "steps": "train",
+              "tokens_per_param": "train"}
 
 
 def _expansion(raw: dict) -> tuple[str, list] | None:
@@ -276,15 +279,28 @@ def load_preset(size: str, params_dir: Path = PARAMS_DIR) -> Preset:
     model = _merge(ModelConfig(), {**pins.get("model", {}), **raw.get("model", {}), **implied.get("model", {})},
                    "model")
     data = _merge(DataConfig(), {**pins.get("data", {}), **raw.get("data", {})}, "data")
-    train = _with_warmup(_merge(TrainConfig(), {**pins.get("train", {}), **raw.get("train", {}),
-                                                **implied.get("train", {})}, "train"))
     model.vocab_size = vocab_size(data.tokenizer)
+    train = _with_warmup(_with_budget(_merge(TrainConfig(), {**pins.get("train", {}), **raw.get("train", {}),
+                                                             **implied.get("train", {})}, "train"), model))
     for v in raw.get("variants", []):
         rule_class(v)
     return Preset(size=size, model=model, data=data, train=train,
                   variants=list(raw.get("variants", [REFERENCE_VARIANT, "highway", "standard"])),
                   seeds=list(raw.get("seeds", [0, 1, 2])), match_params=raw.get("match_params", True),
                   description=raw.get("description", ""), recipe=recipe)
+
+
+def _with_budget(train: TrainConfig, model: ModelConfig) -> TrainConfig:
+    """A token budget in tokens per parameter becomes a step count: ceil(tpp · Review's parameters / tokens
+    per step). Every variant of a size gets the same steps (the parameter-matched baselines have at most a
+    width step more parameters), so runs stay paired by seed and equal in tokens."""
+    if train.tokens_per_param is None:
+        return train
+    if not isinstance(train.tokens_per_param, (int, float)) or not train.tokens_per_param > 0:
+        raise ConfigError(f"tokens_per_param must be a positive number, got {train.tokens_per_param!r}")
+    reference = count_params(dataclasses.replace(model, variant=REFERENCE_VARIANT, rule_options={}))
+    steps = math.ceil(train.tokens_per_param * reference / (train.batch_size * model.seq_len))
+    return dataclasses.replace(train, steps=steps)
 
 
 def _with_warmup(train: TrainConfig) -> TrainConfig:
@@ -334,8 +350,8 @@ def resolve_run(size: str, variant: str, seed: int, overrides: dict | None = Non
         raise ConfigError(f"unknown override section(s) {sorted(unknown)}; valid: data, model, train")
     model = _merge(dataclasses.replace(preset.model, variant=variant), overrides.get("model", {}), "model")
     data = _merge(preset.data, overrides.get("data", {}), "data")
-    train = _with_warmup(_merge(preset.train, overrides.get("train", {}), "train"))
     model.vocab_size = vocab_size(data.tokenizer)
+    train = _with_warmup(_with_budget(_merge(preset.train, overrides.get("train", {}), "train"), model))
     validate(model, train, data)
     if preset.match_params and variant != REFERENCE_VARIANT:
         model = match_params(model)

@@ -33,7 +33,8 @@ def test_paper_sizes_run_the_papers_recipe(size):
 def test_every_preset_names_its_recipe_and_the_cpu_studies_use_rrlibs():
     for path in sorted((ROOT / "params").glob("*.yaml")):
         assert "\nrecipe: " in path.read_text(), f"{path.name} does not say which recipe it uses"
-    paper_side = set(PAPER_SIZES) | {"mini_paper"}  # the ablation of notebook 04
+    # the ablation of notebook 04, and the size × tokens question at the paper's sizes (notebook 06)
+    paper_side = set(PAPER_SIZES) | {"mini_paper", "60m_tpp2", "60m_tpp20", "150m_tpp2", "150m_tpp20"}
     for size in available_sizes():
         expected = "paper" if size in paper_side else "rrlib"
         assert load_preset(size).recipe == expected, size

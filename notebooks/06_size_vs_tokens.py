@@ -1,0 +1,195 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% tags=["colab"]
+# On Colab, fetch and install the project first; anywhere else rrlib is already installed.
+import sys
+
+REPO_URL = "https://github.com/OWNER/rrlib"
+if "google.colab" in sys.modules:
+    import os
+    import subprocess
+
+    if not os.path.isdir("rrlib"):
+        subprocess.run(["git", "clone", "--depth", "1", REPO_URL, "rrlib"], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", "rrlib"], check=True)
+    os.chdir("rrlib")
+    sys.path.insert(0, os.getcwd())
+
+# %% [markdown]
+# # 6 · Scale or undertraining? Model size against tokens per parameter
+#
+# **Question.** The paper trains every size for 6,000–8,000 steps of 64 × 256 tokens, so its tokens per
+# parameter fall from 2.2 (60M) to 0.10 (1B) exactly where Review's gain appears. Our CPU-scale study has the same
+# confound (600 steps give micro 4.2 tokens per parameter, midi 0.29). Does Review's gap follow the model's
+# **size**, or how **undertrained** it is?
+#
+# **Method.** A grid that separates the two: two widths (micro, d 64, and mini, d 128, both 4 blocks, byte-level
+# TinyStories, the CPU-scale study's recipe, data and held-out set) each trained for 100, 300 and 1,200 steps
+# of 16 × 128 tokens (warmup 10 % of each run, as the study's 60 of 600). Mini at 1,200 steps sees about as many
+# tokens per parameter as micro at 300, and micro at 100 about as many as mini at 300, so size and tokens per
+# parameter vary independently. Review, Highway and standard, parameter-matched, 3 seeds, paired by seed
+# (`bash scripts/study.sh` runs the grid; this page only reads its result files). For each cell (a width at a
+# budget) we take Review's paired gap against each baseline (`baseline − review`, positive favours Review) with
+# its 95 % interval, then regress the per-cell gap on log10 size and log10 tokens per parameter, one point per
+# cell. The paper's 42 runs go on the same axes; its design cannot separate the two factors.
+
+# %% tags=["parameters"]
+out_root = "outputs/runs"  # run folders; finished runs are read, never retrained here
+grid_sizes = ["micro_steps100", "micro_steps300", "micro_steps1200",
+              "mini_steps100", "mini_steps300", "mini_steps1200"]  # the size × tokens grid (scripts/study.sh)
+paper_csv = "../shared/reference/scaling_v8.csv"  # the paper's runs, relative to the project root
+variants = ["review", "highway", "standard"]
+metric = "fixed_loss"  # our fixed held-out set, identical for every run
+alpha = 0.05
+figures_dir = None  # the report's figure folder; None shows figures without writing them
+
+# %%
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from rrlib import plots, stats, tables
+from rrlib.config import load_preset
+from rrlib.sweep import results_table
+from rrlib.train import project_path
+
+plots.use_style()
+
+# %% [markdown]
+# ## The grid
+
+# %%
+runs = results_table(out_root)
+runs = runs[runs["size"].isin(grid_sizes) & runs["variant"].isin(variants)]
+missing = [s for s in grid_sizes if s not in set(runs["size"])]
+if runs.empty:
+    raise RuntimeError(f"no results of the grid under {out_root}: `bash scripts/study.sh` trains them")
+if missing:
+    print(f"no results yet for {', '.join(missing)}: `bash scripts/study.sh` trains them "
+          f"(SIZES=\"{' '.join(missing)}\" for these alone)")
+grid = stats.load_results(runs)
+width = {s: load_preset(s).model.d_model for s in grid_sizes}
+steps = {s: load_preset(s).train.steps for s in grid_sizes}
+grid["width"] = grid["size"].map(lambda s: s.split("_steps")[0])
+cells = (grid[grid["variant"] == "review"].groupby("size")
+         .agg(width=("width", "first"), params_M=("params_M", "mean"), steps=("steps", "first"),
+              tokens_per_param=("tokens_per_param", "mean"), seeds=("seed", "nunique")))
+means = grid.pivot_table(index="size", columns="variant", values=metric, aggfunc="mean")[variants]
+cells = cells.join(means).sort_values(["width", "steps"], key=lambda c: c.map(width) if c.name == "width" else c)
+tables.reader_table(cells, "06_grid", figures_dir, formats={"tokens_per_param": "{:.2f}", "params_M": "{:.2f}"},
+                    rename={"params_M": "params (M, Review)", "tokens_per_param": "tokens / param",
+                            **{v: f"{v} loss" for v in variants}})
+
+# %% [markdown]
+# ## Review's paired gap in every cell
+#
+# Each point is one cell: the mean over seeds of `baseline − review` on the fixed held-out set, with its 95 %
+# paired t-interval. Colour is the width; the grey squares are the paper's five sizes (the same paired gap on
+# its own `val_loss`), placed at their own tokens per parameter (steps × 64 × 256 / Review's parameters).
+
+# %%
+comparison = stats.compare(grid, metric=metric, alpha=alpha, n_boot=0).set_index("size")
+comparison = comparison.join(cells[["width", "tokens_per_param"]])
+paper_path = project_path(paper_csv)
+paper = stats.load_results(paper_path) if paper_path.exists() else None
+if paper is not None:
+    paper = paper[paper["variant"].isin(variants)]
+    paper["tokens_per_param"] = paper["steps"] * 64 * 256 / (paper["params_M"] * 1e6)
+    paper_cmp = stats.compare(paper, metric="val_loss", alpha=alpha, n_boot=0).set_index("size")
+    ref_tpp = paper[paper["variant"] == "review"].groupby("size")["tokens_per_param"].mean()
+    paper_cmp = paper_cmp.join(ref_tpp)
+
+width_colors = {"micro": "#6baed6", "mini": "#08519c"}
+baselines = [v for v in variants if v != "review"]
+fig, axes = plt.subplots(1, len(baselines), figsize=(5.2 * len(baselines), 4.0), sharey=False)
+for ax, baseline in zip(np.atleast_1d(axes), baselines):
+    here = comparison[comparison["baseline"] == baseline]
+    for w, part in here.groupby("width"):
+        gap = part["paired_gap"]
+        ax.errorbar(part["tokens_per_param"], gap, yerr=[gap - part["ci_low"], part["ci_high"] - gap], fmt="o-",
+                    color=width_colors.get(w, "#444"), capsize=3, label=f"{w} (d {width[part.index[0]]})")
+    if paper is not None:
+        theirs = paper_cmp[paper_cmp["baseline"] == baseline]
+        gap = theirs["paired_gap"]
+        ax.errorbar(theirs["tokens_per_param"], gap, yerr=[gap - theirs["ci_low"], theirs["ci_high"] - gap],
+                    fmt="s", color="#7f7f7f", capsize=3, label="the paper (60M–1B)")
+        for size, row in theirs.iterrows():
+            ax.annotate(size, (row["tokens_per_param"], gap[size]), textcoords="offset points", xytext=(4, 4),
+                        fontsize=8, color="#555")
+    ax.axhline(0, color="black", lw=0.8)
+    plots.log_axis(ax, "x")
+    ax.set_xlabel("tokens per parameter")
+    ax.set_ylabel(f"{baseline} − review (nats)")
+    ax.set_title(f"Review against {baseline}")
+plots.legend_outside(np.atleast_1d(axes)[-1])
+fig.suptitle("Review's paired gap against tokens per parameter, by model size (95 % intervals)")
+plots.show_figure(fig, "06_gap_vs_tokens_per_param", figures_dir)
+
+# %%
+shown = comparison.reset_index()[["size", "baseline", "tokens_per_param", "paired_gap", "ci_low", "ci_high",
+                                  "paired_p", "p_holm"]]
+tables.reader_table(shown, "06_paired_gaps", figures_dir, index=False, full=comparison.reset_index(),
+                    formats={"tokens_per_param": "{:.2f}", "paired_gap": "{:+.4f}", "ci_low": "{:+.4f}",
+                             "ci_high": "{:+.4f}"},
+                    rename={"tokens_per_param": "tokens / param", "paired_gap": "gap (nats)",
+                            "ci_low": "95 % low", "ci_high": "95 % high", "paired_p": "paired p",
+                            "p_holm": "Holm p"})
+
+# %% [markdown]
+# ## Which factor does the gap follow?
+#
+# Per baseline, an ordinary least-squares fit over the cells: `gap = a + b_size · log10(params) + b_tpp ·
+# log10(tokens per parameter)`. A coefficient is in nats per decade; its interval is the 95 % t-interval on
+# (cells − 3) degrees of freedom, so with six cells it is wide by construction. On the paper's five sizes the
+# two logs move together (their correlation is printed below), so no fit there can tell them apart: that is
+# the confound this grid exists to break.
+
+# %%
+factors = stats.gap_factors(grid, metric=metric, alpha=alpha)
+tables.reader_table(factors, "06_gap_factors", figures_dir, index=False,
+                    columns=["baseline", "term", "coef", "ci_low", "ci_high", "p", "n_cells"],
+                    formats={"coef": "{:+.4f}", "ci_low": "{:+.4f}", "ci_high": "{:+.4f}"},
+                    rename={"coef": "coefficient (nats/decade)", "ci_low": "95 % low", "ci_high": "95 % high",
+                            "n_cells": "cells"})
+if paper is not None:
+    log_size, log_tpp = np.log10(paper_cmp["params_M"]), np.log10(paper_cmp["tokens_per_param"])
+    print(f"the paper's sizes: correlation of log size and log tokens/param = {np.corrcoef(log_size, log_tpp)[0, 1]:.3f}")
+
+
+# %% [markdown]
+# ## Recap
+
+# %%
+def factor_verdict(factors: pd.DataFrame, baseline: str) -> str:
+    """One sentence per baseline, read off the fit: which coefficients' intervals exclude zero."""
+    rows = factors[(factors["baseline"] == baseline) & (factors["term"] != "intercept")].set_index("term")
+    if rows["coef"].isna().all():
+        return f"against {baseline}: no fit ({rows['note'].iloc[0]})"
+    parts = []
+    for term, name in (("log10_size", "size"), ("log10_tokens_per_param", "tokens per parameter")):
+        r = rows.loc[term]
+        clear = r["ci_low"] > 0 or r["ci_high"] < 0
+        parts.append(f"{name} {r['coef']:+.3f} nats/decade [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]"
+                     f"{' (interval excludes 0)' if clear else ''}")
+    return f"against {baseline}: " + "; ".join(parts)
+
+
+print(f"{len(grid)} runs in {len(cells)} cells ({int(cells['seeds'].min())}–{int(cells['seeds'].max())} seeds each); "
+      f"tokens per parameter {cells['tokens_per_param'].min():.2f}–{cells['tokens_per_param'].max():.2f}.")
+for baseline in baselines:
+    print(factor_verdict(factors, baseline))
+significant = comparison[comparison["significant"]]
+print(f"cells where Review's gap survives Holm over all {len(comparison)} comparisons: "
+      + (", ".join(f"{s} vs {r.baseline} ({r.paired_gap:+.4f})" for s, r in significant.iterrows()) or "none"))

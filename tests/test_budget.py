@@ -1,0 +1,39 @@
+"""Token budgets in tokens per parameter, and what a preset's sweep costs (rrlib.budget)."""
+import pandas as pd
+import pytest
+
+from rrlib.budget import paper_tokens_per_s, preset_cost
+from rrlib.config import ConfigError, count_params, load_preset, resolve_run
+
+
+@pytest.mark.parametrize("size,tpp", [("60m_tpp2", 2), ("60m_tpp20", 20), ("150m_tpp2", 2), ("150m_tpp20", 20)])
+def test_tpp_presets_train_reviews_model_to_its_budget_at_the_papers_architecture(size, tpp):
+    paper = load_preset(size.split("_")[0])
+    review = resolve_run(size, "review", 0)
+    assert (review.model.d_model, review.model.n_layers, review.model.n_heads, review.data.tokenizer) == \
+        (paper.model.d_model, paper.model.n_layers, paper.model.n_heads, "gpt2")
+    tokens = review.train.steps * review.train.batch_size * review.model.seq_len
+    per_step = review.train.batch_size * review.model.seq_len
+    assert tpp <= tokens / count_params(review.model) < tpp + per_step / count_params(review.model)
+    # every variant trains the same steps, so the runs stay paired and equal in tokens
+    assert {resolve_run(size, v, 0).train.steps for v in load_preset(size).variants} == {review.train.steps}
+
+
+def test_a_bad_budget_is_one_sentence():
+    with pytest.raises(ConfigError, match="tokens_per_param must be a positive number"):
+        resolve_run("60m_tpp2", "review", 0, {"train": {"tokens_per_param": -1}})
+
+
+def test_the_papers_own_sweep_costs_its_recorded_minutes_at_its_measured_speed(shared):
+    csv = shared / "reference" / "scaling_v8.csv"
+    speed = paper_tokens_per_s(csv)
+    runs = pd.read_csv(csv)
+    for paper_size, size in (("60M", "60m"), ("150M", "150m")):
+        cost = preset_cost(size, speed)
+        recorded = runs[runs["size"] == paper_size]
+        assert cost["runs"] == len(recorded)
+        assert cost["hours_at_paper_speed"] == pytest.approx(recorded["minutes"].sum() / 60, rel=1e-9)
+    # a budget ten times the tokens costs ten times the hours at the same speed
+    assert preset_cost("60m_tpp20", speed)["hours_at_paper_speed"] == pytest.approx(
+        10 * preset_cost("60m_tpp2", speed)["hours_at_paper_speed"], rel=1e-3)
+    assert preset_cost("mini", speed)["hours_at_paper_speed"] is None  # no paper size has mini's architecture
