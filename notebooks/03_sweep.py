@@ -46,6 +46,7 @@ seeds = None  # None means the preset's seeds
 steps = None  # training steps per run; None means the preset's
 device = None  # e.g. "cpu" or "cuda"; None means the preset's (auto)
 precision = None  # fp32, tf32 or bf16; None means the preset's (auto)
+settings = {}  # any other setting by section, as --set: e.g. {"model": {"highway_gate_init": "zero"}}
 out_root = "outputs/runs"  # run folders; finished runs are read, not retrained
 figures_dir = None  # the report's figure folder; None shows figures without writing them
 
@@ -61,8 +62,10 @@ plots.use_style()
 preset = load_preset(size)
 variants = list(variants) if variants is not None else preset.variants
 seeds = list(seeds) if seeds is not None else preset.seeds
-overrides = {"train": {k: v for k, v in {"steps": steps, "device": device, "precision": precision}.items()
-                       if v is not None}}
+overrides = {section: dict(values) for section, values in settings.items()}
+overrides["train"] = {**overrides.get("train", {}), **{k: v for k, v in {"steps": steps, "device": device,
+                                                                          "precision": precision}.items()
+                                                       if v is not None}}
 print(f"{size}: {preset.description}")
 
 # %% [markdown]
