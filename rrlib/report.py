@@ -61,8 +61,32 @@ NOTEBOOKS = (
                                                  "mgr", "hc", "mhc"], "seeds": [0], "loops": [1, 2],
                     "lrs": [0.002, 0.004], "loop_seeds": [0], "loop_steps": 4},
              requires="family"),
+    Notebook("06_size_vs_tokens", "Scale or undertraining: Review's gap over a grid of two model sizes × three "
+             "token budgets, regressed on log size and log tokens per parameter, beside the paper's sizes.",
+             quick={"grid_sizes": ["tiny"]}, requires="mini_steps1200"),
 )
-QUICK_SIZES = ["tiny"]
+QUICK_SIZES = ["tiny"]  # the smoke-test size: seconds on a CPU, so a build trains its missing runs unasked
+
+
+def _train_overrides(values: dict) -> dict:
+    return {"train": {k: values[k] for k in ("steps", "device", "precision") if values.get(k) is not None}}
+
+
+def _size_sweep(values: dict) -> list[tuple]:
+    return [(values["size"], values.get("variants"), values.get("seeds"), _train_overrides(values))]
+
+
+def _depth_sweeps(values: dict) -> list[tuple]:
+    from .config import available_sizes
+
+    depths = values.get("depths") or [int(s[5:]) for s in available_sizes()
+                                       if s.startswith("depth") and s[5:].isdigit()]
+    return [(f"depth{L}", values.get("variants"), values.get("seeds"), _train_overrides(values)) for L in depths]
+
+
+# The sweeps a page reads, as (size, variants, seeds, overrides), from its parameters: what it would train when
+# results are missing. (Notebook 05's looped sweeps and notebook 06 wait for their `requires` size instead.)
+SWEEPS = {"02_depth_stability": _depth_sweeps, "03_sweep": _size_sweep, "05_related_methods": _size_sweep}
 QUICK_CELL_TIMEOUT = 600  # seconds: a quick build's cells take seconds, so a stuck one fails CI instead of hanging it
 
 
@@ -106,6 +130,48 @@ def declared_parameters(notebook) -> set[str]:
     if len(cells) != 1:
         raise ValueError(f"a notebook needs exactly one cell tagged 'parameters', found {len(cells)}")
     return set(re.findall(r"^(\w+)\s*=", cells[0].source, re.M))
+
+
+def parameter_values(notebook) -> dict:
+    """The values of the parameters cell, as written (literals only: the cell is read, never executed)."""
+    import ast
+
+    cell = next(c for c in notebook.cells if "parameters" in c.metadata.get("tags", []))
+    return {t.id: ast.literal_eval(node.value) for node in ast.parse(cell.source).body
+            if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)}
+
+
+def missing_runs(nb: Notebook, values: dict, runs: Path) -> list:
+    """The runs a page reads that its run folders do not hold finished (including ones they cannot answer for)."""
+    from .config import resolve_run
+    from .runfiles import RunConflict, StateError
+    from .sweep import grid
+    from .train import claimed
+
+    missing = []
+    for size, variants, seeds, overrides in SWEEPS.get(nb.name, lambda _: [])(values):
+        for variant, seed in grid(size, variants, seeds):
+            run = resolve_run(size, variant, seed, overrides, str(runs))
+            try:
+                missing += [] if claimed(run)[1] is not None else [run]
+            except (RunConflict, StateError):
+                missing.append(run)
+    return missing
+
+
+def cost_text(runs: list) -> str:
+    """'12 runs (depth2: 3, ...), at least 2.1 h on this CPU' from their FLOP count and the CPU's measured speed."""
+    from collections import Counter
+
+    from .train import cpu_matmul_flops, pick_device, training_flops
+
+    by_size = ", ".join(f"{size}: {n}" for size, n in Counter(r.size for r in runs).items())
+    flops = sum(training_flops(r) for r in runs)
+    seconds = flops / cpu_matmul_flops()
+    took = f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min" if seconds >= 60 else "seconds"
+    where = (f"at least {took} on this CPU at its full matmul speed"
+             if pick_device(runs[0].train.device).type == "cpu" else "on this GPU")
+    return f"{len(runs)} runs ({by_size}), {flops:.1e} training FLOPs, {where}"
 
 
 def execute(notebook, parameters: dict, output: Path, log_output: bool, cell_timeout: int | None) -> None:
@@ -432,6 +498,9 @@ def parse_args(argv):
                    help="CPU threads per notebook kernel (OMP_NUM_THREADS); --quick uses 1, as tiny models gain "
                         "nothing from more and a shared CPU loses much to oversubscription")
     p.add_argument("--verbose", action="store_true", help="stream the notebooks' output while they run")
+    p.add_argument("--train-missing", action="store_true",
+                   help="train the runs a page needs and the run folders lack (listed with their cost without "
+                        "this flag; only the tiny sweep trains unasked)")
     p.add_argument("--force", action="store_true",
                    help="execute every page, also those whose notebook, parameters and results are unchanged "
                         "since the last build (needed after a change to the library itself)")
@@ -491,6 +560,13 @@ def main(argv=None) -> int:
             if not args.force and built.get(stem) == inputs and (out / f"{stem}.reader.html").exists():
                 print(f"[report] {stem}: up to date (notebook, parameters and results unchanged)", flush=True)
                 continue
+            missing = missing_runs(nb, {**parameter_values(source), **parameters}, runs)
+            if missing and not (args.quick or args.train_missing or all(r.size in QUICK_SIZES for r in missing)):
+                print(f"[report] {stem}: skipped, its run folders under {_shown(runs)} lack {cost_text(missing)}; "
+                      f"--train-missing trains them here", flush=True)
+                continue
+            if missing:
+                print(f"[report] {stem}: training {cost_text(missing)}", flush=True)
             number = nb.name.split("_")[0]
             mine = f"{number}_{size}_*" if size else f"{number}_*"
             for old in [*(out / "figures").glob(f"{mine}.png"), *(out / "tables").glob(f"{mine}.csv")]:

@@ -78,13 +78,16 @@ def run_sweep(size: str, variants=None, seeds=None, overrides: dict | None = Non
         check_cpu_reach([r for _, r in todo], pick_device(todo[0][1].train.device), allow_slow)
     for tag, run in todo:
         try:
-            result = train_run(run, progress=progress, allow_slow=True)
+            result = train_run(run, progress=progress, allow_slow=True, skip_done=True)
         except RunBusy:
             log(f"{tag}: running in another process, skipped")
             continue
         except (RunConflict, StateError) as err:  # written meanwhile by another process, or damaged
             log(f"{tag}: not run: {err}")
             problems.append(f"{run.variant}/seed{run.seed}")
+            continue
+        if result is None:  # another sweep over the same folder finished it meanwhile
+            log(f"{tag}: done already")
             continue
         log(f"{tag}: {result['status']}, val_loss {_fmt(result['val_loss'])}, fixed_loss "
             f"{_fmt(result['fixed_loss'])}, {result['minutes']:.2f} min")

@@ -234,8 +234,11 @@ def grad_accum_steps(cfg, world_size: int) -> int:
 
 # ---------------------------------------------------------------- the run
 
-def train_run(run: RunConfig, progress: bool = True, move_aside: bool = False, allow_slow: bool | None = None) -> dict:
+def train_run(run: RunConfig, progress: bool = True, move_aside: bool = False, allow_slow: bool | None = None,
+              skip_done: bool = False) -> dict | None:
     """Train one run to its result (or resume it); returns the result dict. Raises RunBusy if locked.
+
+    With ``skip_done``, a run found finished (so not trained by this call) returns None instead of its result.
 
     A folder that holds this run finished answers with its result; one that holds another run (or a file that
     cannot be read) raises RunConflict (StateError), unless ``move_aside`` moves it aside first. A run far beyond
@@ -243,7 +246,7 @@ def train_run(run: RunConfig, progress: bool = True, move_aside: bool = False, a
     """
     run, done = claimed(run, move_aside)
     if done is not None:
-        return done
+        return None if skip_done else done
     rank, local_rank, world = dist_info()
     accum = grad_accum_steps(run.train, world)
     device = pick_device(run.train.device)
@@ -262,7 +265,7 @@ def train_run(run: RunConfig, progress: bool = True, move_aside: bool = False, a
         with lock, StopFlag() as stop:
             run, done = claimed(run)  # another process may have finished it while we waited
             if done is not None:
-                return done
+                return None if skip_done else done
             return _train(run, run_dir, device, rank, world, accum, stop, progress and rank == 0)
     except (ConfigError, DataError):
         if rank == 0 and created and {p.name for p in run_dir.iterdir()} <= {"run.lock"}:

@@ -294,3 +294,13 @@ def test_cpu_guard_estimates_and_can_be_insisted_on(monkeypatch):
 def test_setup_script_writes_nothing_user_global():
     script = (REPO / "scripts" / "setup.sh").read_text()
     assert "--user" not in script and "ipykernel install --sys-prefix" in script
+
+
+def test_report_lists_missing_runs_with_their_cost_and_trains_none_unasked(tmp_path):
+    (tmp_path / "runs").mkdir()
+    out = cli("report", "--runs", str(tmp_path / "runs"), "--only", "02_depth_stability", "--out",
+              str(tmp_path / "paper"), "--build", str(tmp_path / "build"))
+    assert out.returncode == 0, out.stderr[-2000:]
+    line = next(x for x in out.stdout.splitlines() if x.startswith("[report] 02_depth_stability: skipped"))
+    assert "lack 105 runs (depth2: 15," in line and "training FLOPs, at least" in line and "--train-missing" in line
+    assert list((tmp_path / "runs").iterdir()) == [] and not (tmp_path / "build" / "notebooks").exists()
