@@ -69,7 +69,11 @@ QUICK_SIZES = ["tiny"]  # the smoke-test size: seconds on a CPU, so a build trai
 
 
 def _train_overrides(values: dict) -> dict:
-    return {"train": {k: values[k] for k in ("steps", "device", "precision") if values.get(k) is not None}}
+    """A page's overrides as its notebook builds them: ``settings`` by section, then steps/device/precision."""
+    overrides = {section: dict(v) for section, v in (values.get("settings") or {}).items()}
+    overrides["train"] = {**overrides.get("train", {}),
+                          **{k: values[k] for k in ("steps", "device", "precision") if values.get(k) is not None}}
+    return overrides
 
 
 def _size_sweep(values: dict) -> list[tuple]:

@@ -7,7 +7,8 @@ evaluation sizes), the seed, the resolved precision, the device type (cpu or cud
 because they cannot change a number the run reports: how often it logs, evaluates and checkpoints, what a
 finished run keeps on disk, where its folders and caches live, and ``micro_batch_size`` (the same batch in
 smaller pieces: only float rounding moves, and it is how a run that no longer fits in memory goes on).
-``warmup_frac`` and the raw ``device``/``precision`` strings count through what they resolve to.
+``warmup_frac``, ``tokens_per_param`` and the raw ``device``/``precision`` strings count through what they
+resolve to (``warmup_steps``, ``steps``, the device type and precision).
 
 The fingerprint is stored in ``config.json``, ``ckpt.pt`` and ``result.json``. A folder's identity is always
 recomputed from the settings its ``config.json`` records (a run written before fingerprints existed, or before
@@ -30,7 +31,7 @@ from .config import ConfigError, RunConfig
 
 # (section, setting) pairs that cannot change a run's numbers; see the module docstring
 NOT_FINGERPRINTED = {"train": {"log_every", "eval_every", "ckpt_every", "keep_weights", "micro_batch_size",
-                               "device", "precision", "warmup_frac"},
+                               "device", "precision", "warmup_frac", "tokens_per_param"},
                      "data": {"cache_dir", "gpt2_dir"}, "model": set()}
 FILE_SETTINGS = ("data_path", "val_path")  # compared by file name: the same file on another machine is the same
 MOVE_ASIDE = "pass --move-aside to move the folder aside and start the run afresh (nothing is deleted)"
