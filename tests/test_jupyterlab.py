@@ -1,0 +1,147 @@
+"""JupyterLab as the README says: it opens the text notebooks, and notebook 01's live controls redraw its figure.
+
+A JupyterLab server on localhost serves a folder with notebook 01 (its .py source, and its .ipynb with quick
+parameters); headless Chromium, driven over the DevTools protocol, opens the .ipynb, runs every cell, finds the
+slider and the figure, moves the slider with the keyboard and sees the figure change. Skipped where JupyterLab
+or Chromium is not installed.
+"""
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+websocket = pytest.importorskip("websocket")  # websocket-client: a dependency of jupyter_server
+pytestmark = pytest.mark.skipif(CHROMIUM is None or shutil.which("jupyter-lab") is None,
+                                reason="needs JupyterLab (requirements.txt) and Chromium (scripts/setup.sh --browser)")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(check, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+class Page:
+    """One Chromium tab over the DevTools protocol: evaluate JavaScript, press keys."""
+
+    def __init__(self, ws_url: str):
+        self.ws = websocket.create_connection(ws_url, timeout=120)
+        self.next_id = 0
+
+    def call(self, method: str, **params):
+        self.next_id += 1
+        self.ws.send(json.dumps({"id": self.next_id, "method": method, "params": params}))
+        while True:
+            reply = json.loads(self.ws.recv())
+            if reply.get("id") == self.next_id:
+                assert "error" not in reply, reply["error"]
+                return reply["result"]
+
+    def js(self, expression: str):
+        result = self.call("Runtime.evaluate", expression=expression, awaitPromise=True, returnByValue=True)
+        assert "exceptionDetails" not in result, result["exceptionDetails"]
+        return result["result"].get("value")
+
+    def press(self, key: str, code: int):
+        for kind in ("rawKeyDown", "keyUp"):
+            self.call("Input.dispatchKeyEvent", type=kind, key=key, code=key, windowsVirtualKeyCode=code)
+
+
+@pytest.fixture
+def lab(tmp_path, shared):
+    """A JupyterLab server over a folder holding notebook 01 (quick parameters), and a headless Chromium tab."""
+    import nbformat
+
+    from rrlib import report
+
+    nb = next(n for n in report.NOTEBOOKS if n.name == "01_mechanism")
+    root = tmp_path / "lab"
+    root.mkdir()
+    shutil.copy(REPO / "notebooks" / "01_mechanism.py", root)
+    quick = report.notebook_source(nb)
+    where = next(i for i, c in enumerate(quick.cells) if "parameters" in c.metadata.get("tags", []))
+    values = {**nb.quick, "out_root": str(tmp_path / "runs"), "local_out_root": str(tmp_path / "local")}
+    quick.cells.insert(where + 1, nbformat.v4.new_code_cell("\n".join(f"{k} = {v!r}" for k, v in values.items())))
+    nbformat.write(quick, root / "quick.ipynb")
+    token, port, debug_port = secrets.token_hex(16), free_port(), free_port()
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "JUPYTER_CONFIG_DIR": str(tmp_path / "config"),
+           "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
+    server = subprocess.Popen(
+        ["jupyter-lab", "--no-browser", f"--port={port}", "--ip=127.0.0.1", f"--IdentityProvider.token={token}", "--allow-root",
+         f"--ServerApp.root_dir={root}", "--LabApp.expose_app_in_browser=True"],
+        env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=(tmp_path / "lab.log").open("w"))
+    browser = None
+    try:
+        base = f"http://127.0.0.1:{port}"
+
+        def api(path):
+            try:
+                with urllib.request.urlopen(f"{base}{path}{'&' if '?' in path else '?'}token={token}") as reply:
+                    return json.loads(reply.read())
+            except OSError:
+                return None
+
+        wait_for(lambda: api("/api/status"), 90, "the JupyterLab server")
+        browser = subprocess.Popen(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", "--no-first-run",
+             f"--user-data-dir={tmp_path / 'chrome'}",
+             f"--remote-debugging-port={debug_port}", "--window-size=1400,1000",
+             f"{base}/lab/tree/quick.ipynb?token={token}"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+        def tab():
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{debug_port}/json/list") as reply:
+                    pages = [t for t in json.loads(reply.read()) if t["type"] == "page" and "/lab" in t["url"]]
+                return pages[0]["webSocketDebuggerUrl"] if pages else None
+            except OSError:
+                return None
+
+        yield Page(wait_for(tab, 60, "Chromium's tab")), api
+    finally:
+        for process in (browser, server):
+            if process is not None:
+                process.terminate()
+                process.wait(timeout=30)
+
+
+def test_lab_opens_the_text_notebook_and_the_slider_redraws_the_figure(lab):
+    page, api = lab
+    # jupytext's contents manager: the .py source opens as a notebook, cells and all
+    text_notebook = api("/api/contents/01_mechanism.py?type=notebook&content=1")
+    assert text_notebook["type"] == "notebook" and len(text_notebook["content"]["cells"]) > 10
+
+    wait_for(lambda: page.js("!!(window.jupyterapp && document.querySelector('.jp-Notebook .jp-Cell'))"), 120,
+             "the notebook to open")
+    kernel_idle = ("(() => { const s = jupyterapp.shell.currentWidget?.sessionContext?.session;"
+                   " return s?.kernel?.status === 'idle'; })()")
+    wait_for(lambda: page.js(kernel_idle), 120, "the kernel")
+    page.js("jupyterapp.commands.execute('notebook:run-all-cells')")
+    figure = "document.querySelector('.jp-OutputArea .widget-image, .jp-OutputArea img.widget-image')"
+    wait_for(lambda: page.js(f"!!({figure} && {figure}.src)"), 300, "the live figure to render")
+    assert page.js("document.querySelectorAll('.jp-OutputArea .widget-slider').length") >= 2
+    before = page.js(f"{figure}.src")
+    page.js("document.querySelector('.jp-OutputArea .widget-slider .noUi-handle').focus()")
+    for _ in range(4):  # four steps of 0.05 in cos(u, h)
+        page.press("ArrowRight", 39)
+    wait_for(lambda: page.js(f"{figure}.src") != before, 60, "the figure to change after the slider moved")
