@@ -21,8 +21,11 @@ so the host never waits for the device inside the timed loop (PyTorch's sync deb
 that does, as ``host_syncs``). MFU divides by a peak FLOP/s that is always named: the dense bf16/tf32 number
 from the vendor's data sheet for the device (``PEAK_TFLOPS``), or one measured with ``--measure-peak``. Peak
 memory is ``torch.cuda.max_memory_allocated`` during the variant's build and warmup, less what was allocated
-before it. On a CPU it is the process's peak resident set (``ru_maxrss``), which only grows: a high-water mark
-for the whole process so far, not the variant's own need.
+before it. On a CPU, where no allocator keeps statistics, it is the peak tensor storage of one eager training
+step after the warmup (``rrlib.memory``: storages counted from the operator that makes them until they are
+freed); it leaves out what the step does not allocate (weights, optimizer state). ``--recompute`` adds each
+cross-depth rule with its depth mixing checkpointed and reports its peak memory over the plain rule's;
+``--compile-ratio`` measures every variant eager and compiled in the same rounds and reports the ratio.
 
 The paper's sweep (its 42 runs, ``--paper-csv``) is priced at the measured tokens/s: a measured (size, variant)
 costs its runs' tokens ÷ tokens/s; a size not measured costs its training FLOPs ÷ (MFU × peak), with the MFU
@@ -33,8 +36,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
+import inspect
 import platform
-import resource
 import statistics
 import sys
 import tempfile
@@ -50,7 +53,9 @@ from . import __version__
 from .config import ConfigError, RunConfig, resolve_run
 from .data import TOKENIZERS, get_tokenizer, iter_stories, load_token_data
 from .evaluate import evaluate
+from .memory import peak_tensor_bytes
 from .model import GPT
+from .residuals import rule_class
 from .train import (PROJECT_ROOT, _device_name, autocast_factory, git_commit, lr_at, make_optimizer, optimizer_step,
                     pick_device, project_path, resolve_precision, write_json_atomic)
 
@@ -231,10 +236,19 @@ def eval_seconds(case: Case, n: int, autocast, device: torch.device) -> float:
     return statistics.median(times)
 
 
-def peak_memory(device: torch.device) -> int:
-    if device.type == "cuda":
-        return torch.cuda.max_memory_allocated(device)
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+def cpu_step_memory(case: Case, autocast) -> int | None:
+    """Peak tensor bytes of one eager training step (rrlib.memory), the variant's own need on a CPU, where the
+    process's peak RSS only grows; None for a compiled step, whose kernels the tracker cannot see."""
+    if case.run.train.compile:
+        return None
+    return peak_tensor_bytes(lambda: train_step(case, 0, autocast))
+
+
+def rule_option_sets(variant: str, recompute: bool) -> list[dict]:
+    """The rule options a variant is measured with: none, and with ``--recompute`` also recompute=True for the
+    rules that offer it (the cross-depth rules' checkpointed depth mixing)."""
+    offers = "recompute" in inspect.signature(rule_class(variant)).parameters
+    return [{}, {"recompute": True}] if recompute and offers else [{}]
 
 
 def bench_size(runs: list[RunConfig], device, precision, args, peak_flops) -> list[dict]:
@@ -248,7 +262,8 @@ def bench_size(runs: list[RunConfig], device, precision, args, peak_flops) -> li
             torch.cuda.reset_peak_memory_stats(device)
         case = build_case(run, device, precision, plain_head, args.compile_backend)
         warm_up(case, args.warmup, autocast, device)
-        case.peak_memory = peak_memory(device) - base
+        case.peak_memory = (torch.cuda.max_memory_allocated(device) - base if device.type == "cuda" else
+                            cpu_step_memory(case, autocast))
         _say(f"{run.size}/{run.variant}: d_model {run.model.d_model}, {case.model.n_params() / 1e6:.2f}M params, "
              f"attention {case.attention}, warmup {args.warmup} steps {case.warmup_s:.1f}s")
         cases.append(case)
@@ -275,6 +290,7 @@ def summarise(case: Case, eval_s: float, precision: str, peak_flops: float | Non
         "n_heads": run.model.n_heads, "seq_len": run.model.seq_len, "batch_size": run.train.batch_size,
         "params": model.n_params(), "non_embedding_params": model.n_non_embedding_params(),
         "flops_per_token": model.flops_per_token(), "attention": case.attention, "compile": run.train.compile,
+        "rule_options": dict(run.model.rule_options),
         "precision": precision, "timed_steps": len(case.times), "step_ms": step_s * 1e3,
         "step_ms_min": min(case.times) * 1e3, "step_ms_max": max(case.times) * 1e3, "tokens_per_s": tokens_per_s,
         "mfu": mfu(model.flops_per_token(), tokens_per_s, peak_flops), "peak_memory_bytes": case.peak_memory,
@@ -286,16 +302,30 @@ def summarise(case: Case, eval_s: float, precision: str, peak_flops: float | Non
 
 
 def add_ratios(rows: list[dict]) -> None:
-    """Step-time and tokens/s ratios to the parameter-matched standard of the same size and head (None without
-    one), and, with ``--plain``, each row's tokens/s over the same variant's with the plain head."""
-    def find(variant, head):
-        return next((r for r in rows if r["variant"] == variant and r.get("head") == head), None)
+    """Ratios within one size, each to the row that differs in one thing only (None without it): step time and
+    tokens/s to the parameter-matched standard (same head, compile flag), the step-time ratio over the FLOP
+    ratio to it (``step_per_flop_vs_standard``: 1 when a rule's time follows its FLOPs), with ``--plain`` the
+    tokens/s over the plain head's, with ``--compile-ratio`` the compiled step over the eager one, and with
+    ``--recompute`` the peak memory over the same rule's without recomputation."""
+    def find(variant, head, compile=False, options=None):
+        return next((r for r in rows if r["variant"] == variant and r.get("head") == head
+                     and r.get("compile", False) == compile and r.get("rule_options", {}) == (options or {})), None)
+
+    def ratio(row, other, key):
+        return None if other is None or not row[key] or not other[key] else row[key] / other[key]
 
     for row in rows:
-        base, plain = find(BASELINE, row.get("head")), find(row["variant"], "plain")
-        row["step_time_vs_standard"] = None if base is None else row["step_ms"] / base["step_ms"]
-        row["tokens_per_s_vs_standard"] = None if base is None else row["tokens_per_s"] / base["tokens_per_s"]
-        row["tokens_per_s_vs_plain"] = None if plain is None else row["tokens_per_s"] / plain["tokens_per_s"]
+        head, compile, options = row.get("head"), row.get("compile", False), row.get("rule_options", {})
+        base = find(BASELINE, head, compile)
+        row["step_time_vs_standard"] = ratio(row, base, "step_ms")
+        row["tokens_per_s_vs_standard"] = ratio(row, base, "tokens_per_s")
+        row["step_per_flop_vs_standard"] = (None if base is None else
+                                            row["step_time_vs_standard"] / ratio(row, base, "flops_per_token"))
+        row["tokens_per_s_vs_plain"] = ratio(row, find(row["variant"], "plain", compile, options), "tokens_per_s")
+        row["compiled_vs_eager"] = (ratio(row, find(row["variant"], head, False, options), "step_ms")
+                                    if compile else None)
+        row["peak_memory_vs_default"] = (ratio(row, find(row["variant"], head, compile), "peak_memory_bytes")
+                                         if options else None)
 
 
 # ---------------------------------------------------------------- the paper's sweep in device-hours
@@ -385,8 +415,11 @@ TABLE_COLUMNS = [
     ("params (M)", "params", lambda v: f"{v / 1e6:.2f}"),
     ("GFLOPs/token", "flops_per_token", lambda v: f"{v / 1e9:.3f}"),
     ("step (ms)", "step_ms", "{:.1f}"), ("tokens/s", "tokens_per_s", "{:,.0f}"),
+    ("compiled", "compile", "{}"), ("options", "rule_options", lambda v: ", ".join(f"{k}={x}" for k, x in v.items())),
     ("step vs std", "step_time_vs_standard", "{:.3f}"), ("tok/s vs std", "tokens_per_s_vs_standard", "{:.3f}"),
-    ("MFU", "mfu", "{:.1%}"), ("peak mem (GiB)", "peak_memory_bytes", lambda v: f"{v / 2**30:.2f}"),
+    ("step/FLOP vs std", "step_per_flop_vs_standard", "{:.3f}"),
+    ("compiled/eager", "compiled_vs_eager", "{:.3f}"), ("mem vs default", "peak_memory_vs_default", "{:.3f}"),
+    ("MFU", "mfu", "{:.1%}"), ("peak mem (MiB)", "peak_memory_bytes", lambda v: f"{v / 2**20:,.1f}"),
     ("eval/step", "eval_to_step", "{:.2f}"), ("compile (s)", "compile_s", "{:.1f}"),
     ("warmup (s)", "warmup_s", "{:.1f}"), ("attention", "attention", "{}"), ("head", "head", "{}"),
     ("tok/s vs plain", "tokens_per_s_vs_plain", "{:.3f}"),
@@ -418,6 +451,10 @@ def parse_args(argv):
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:<index>")
     p.add_argument("--precision", default="auto", help="auto (bf16 on CUDA, fp32 on CPU), fp32, tf32, bf16")
     p.add_argument("--compile", action="store_true", help="torch.compile each residual step, as a run does")
+    p.add_argument("--compile-ratio", action="store_true",
+                   help="measure every variant eager and compiled in the same rounds; report compiled/eager")
+    p.add_argument("--recompute", action="store_true",
+                   help="also measure each cross-depth rule with recompute=True (its depth mixing checkpointed)")
     p.add_argument("--compile-backend", default="inductor",
                    help="torch.compile backend; 'eager' traces without code generation (a fast dry run)")
     p.add_argument("--plain", action="store_true",
@@ -449,11 +486,15 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(argv)
     variants = [v for v in args.variants.split(",") if v]
-    train = {"device": args.device, "precision": args.precision, "compile": args.compile}
+    train = {"device": args.device, "precision": args.precision}
     if args.batch_size is not None:
         train["batch_size"] = args.batch_size
+    compiles = (False, True) if args.compile_ratio else (args.compile,)
     # every cell is resolved (and a bad size or variant reported) before anything is measured
-    grid = [[resolve_run(size, variant, 0, {"train": train}) for variant in variants] for size in args.size]
+    grid = [[resolve_run(size, variant, 0, {"train": {**train, "compile": compile},
+                                            "model": {"rule_options": options}})
+             for variant in variants for compile in compiles
+             for options in rule_option_sets(variant, args.recompute)] for size in args.size]
     device = pick_device(args.device)
     if args.threads is not None:
         torch.set_num_threads(args.threads)
@@ -471,7 +512,8 @@ def main(argv=None) -> int:
         "warmup": args.warmup, "repeats": args.repeats, "peak_flops": peak_flops, "peak_flops_source": peak_source,
         "peak_memory_kind": ("torch.cuda.max_memory_allocated during build and warmup, less what was held before"
                              if device.type == "cuda" else
-                             "process peak RSS (ru_maxrss) so far: a high-water mark, not the variant's own"),
+                             "peak tensor storage of one eager training step (rrlib.memory), above what was "
+                             "held before it; none for a compiled step"),
         "results": [], "out_of_memory": [], "sweep": None, "tokenize": None,
     }
     csv = Path(args.paper_csv)
