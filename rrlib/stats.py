@@ -185,6 +185,71 @@ def gap_factors(df, metric: str = "val_loss", reference: str = "review", alpha: 
     return pd.DataFrame(rows)
 
 
+def _log2_optimum(log_lr: np.ndarray, loss: np.ndarray, window: int = 2) -> float:
+    """Vertex of a parabola in log2(lr) through the grid minimum and up to ``window`` points on each side.
+
+    Falls back to the grid minimum itself where the fit is not a valley (too few points, or no curvature); the
+    vertex is kept inside the fitted points, so an optimum at the grid's edge reads as that edge.
+    """
+    finite = ~np.isnan(loss)
+    log_lr, loss = log_lr[finite], loss[finite]
+    best = int(np.argmin(loss))
+    lo, hi = max(0, best - window), min(len(loss), best + window + 1)
+    x, y = log_lr[lo:hi], loss[lo:hi]
+    if len(x) < 3:
+        return float(log_lr[best])
+    a, b, _ = np.polyfit(x, y, 2)
+    if a <= 0:
+        return float(log_lr[best])
+    return float(np.clip(-b / (2 * a), x.min(), x.max()))
+
+
+def lr_transfer(runs: pd.DataFrame, metric: str = "fixed_loss", group: str = "variant", n_boot: int = 2000,
+                alpha: float = 0.05, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Does the best learning rate move with the loop count N? Optima with bootstrap intervals, and their trend.
+
+    ``runs`` has one row per run with ``group`` (the rule), ``loops`` (N), ``lr``, ``seed`` and ``metric``.
+    For each (rule, N) the optimum is the vertex of a parabola in log2(lr) fitted to the seed-mean curve near its
+    minimum (``_log2_optimum``). Seeds are resampled with replacement, the same seeds for every lr and N (a seed
+    fixes the batches of all of them), and the optimum refitted: its (1 − alpha) percentile interval. The trend is
+    the least-squares slope of log2(optimum) on log2(N) per rule, with the same bootstrap: 0 means the rate
+    transfers; −1 means it halves each time N doubles.
+    Returns (optima: rule, loops, grid_best_lr, best_lr, best_lr_low, best_lr_high, at_edge, seeds;
+    trends: rule, slope, slope_low, slope_high, fold_change over the N range).
+    """
+    rng = np.random.default_rng(seed)
+    optima, trends = [], []
+    for rule, part in runs.groupby(group, sort=False):
+        table = part.pivot_table(index=["loops", "lr"], columns="seed", values=metric, aggfunc="mean")
+        seeds = np.array(table.columns)
+        loops = sorted(table.index.get_level_values("loops").unique())
+
+        def fit(chosen):
+            out = {}
+            for n in loops:
+                curve = table.loc[n].sort_index()
+                mean = curve[chosen].mean(axis=1, skipna=False).to_numpy()  # a diverged seed makes that lr NaN
+                out[n] = _log2_optimum(np.log2(curve.index.to_numpy(dtype=float)), mean)
+            return out
+
+        point = fit(seeds)
+        boots = [fit(rng.choice(seeds, len(seeds))) for _ in range(n_boot)]
+        x = np.log2(np.array(loops, dtype=float))
+        slope = lambda opt: np.polyfit(x, [opt[n] for n in loops], 1)[0] if len(loops) > 1 else np.nan
+        q = [100 * alpha / 2, 100 * (1 - alpha / 2)]
+        for n in loops:
+            curve = table.loc[n].sort_index().mean(axis=1, skipna=False)
+            grid_best = float(curve.idxmin()) if curve.notna().any() else np.nan
+            low, high = np.percentile([b[n] for b in boots], q)
+            optima.append({group: rule, "loops": n, "grid_best_lr": grid_best, "best_lr": 2 ** point[n],
+                           "best_lr_low": 2 ** low, "best_lr_high": 2 ** high, "seeds": len(seeds),
+                           "at_edge": grid_best in (curve.index.min(), curve.index.max())})
+        s_low, s_high = np.percentile([slope(b) for b in boots], q) if len(loops) > 1 else (np.nan, np.nan)
+        trends.append({group: rule, "slope": slope(point), "slope_low": s_low, "slope_high": s_high,
+                       "fold_change": 2 ** (point[loops[-1]] - point[loops[0]]), "loops": f"{loops[0]}–{loops[-1]}"})
+    return pd.DataFrame(optima), pd.DataFrame(trends)
+
+
 def verdicts(comparison: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
     """A plain-words verdict per size, built from a `compare` table (its primary test and Holm p).
 
