@@ -1,13 +1,14 @@
 r"""Residual rules that route across depth: the state carries several sources or streams.
 
-| rule            | paper (arXiv)                                | state                      | sublayer reads  |
-|-----------------|----------------------------------------------|----------------------------|-----------------|
-| `attnres`       | Attention Residuals, Kimi Team, 2603.15031   | every earlier output       | softmax mix     |
-| `attnres_block` | the same, Block AttnRes                      | block sums, the open block | softmax mix     |
-| `delta_attnres` | Delta Attention Residuals, 2605.18855        | h, every earlier output    | h + softmax mix |
-| `mgr`           | Multi-Gate Residuals, 2605.23259             | n gated streams            | attention pool  |
-| `hc`            | Hyper-Connections, 2409.19606                | n×d hyper-hidden H         | A_mᵀ H          |
-| `mhc`           | Manifold-Constrained Hyper-Conn., 2512.24880 | n×d streams x              | H_pre x         |
+| rule                  | paper (arXiv)                                | state                      | sublayer reads  |
+|-----------------------|----------------------------------------------|----------------------------|-----------------|
+| `attnres`             | Attention Residuals, Kimi Team, 2603.15031   | every earlier output       | softmax mix     |
+| `attnres_block`       | the same, Block AttnRes                      | block sums, the open block | softmax mix     |
+| `delta_attnres`       | Delta Attention Residuals, 2605.18855        | h, every earlier output    | h + softmax mix |
+| `delta_attnres_block` | the same, Block Delta AttnRes                | h, block deltas            | h + softmax mix |
+| `mgr`                 | Multi-Gate Residuals, 2605.23259             | n gated streams            | attention pool  |
+| `hc`                  | Hyper-Connections, 2409.19606                | n×d hyper-hidden H         | A_mᵀ H          |
+| `mhc`                 | Manifold-Constrained Hyper-Conn., 2512.24880 | n×d streams x              | H_pre x         |
 
 Choices shared by every rule here:
 
@@ -289,7 +290,8 @@ class AttnRes(BlockAttnRes):
 class _Routed(NamedTuple):
     h: torch.Tensor  # the ordinary additive stream
     queries: torch.Tensor  # (n_steps, d): each read's query
-    sources: list  # _Source: the embedding, then every sublayer output that a later read sees
+    sources: list  # _Source: the embedding, then every sublayer output (or block delta) that a later read sees
+    start: torch.Tensor | None = None  # Block Delta AttnRes: the stream at the start of the open block
 
 
 @register("delta_attnres")
@@ -323,7 +325,9 @@ class DeltaAttnRes(_CrossDepthRule):
 
     def begin(self, x0):
         queries = self.queries.repeat(self.shape.n_loops, 1)
-        return _Routed(x0, queries, [self.mixing(scored, x0, queries, 1)])
+        # x0 is scored for the reads that see a second source too: before them its weight is 1
+        first = next((i for i in range(self.shape.n_steps) if self.n_sources(i) > 1), self.shape.n_steps)
+        return _Routed(x0, queries, [self.mixing(scored, x0, queries, first)])
 
     def read(self, state, i):
         return self.mixing(self.routed_input, state, i)
@@ -343,7 +347,58 @@ class DeltaAttnRes(_CrossDepthRule):
         return state.h
 
     def step_macs(self, i):
-        return 0 if i == self.shape.n_steps else depth_attention_macs(i + 1, self.shape.d_model)
+        return 0 if i == self.shape.n_steps else depth_attention_macs(self.n_sources(i), self.shape.d_model)
+
+    def n_sources(self, i: int) -> int:
+        """Sources read at step i."""
+        return i + 1
+
+
+@register("delta_attnres_block")
+class BlockDeltaAttnRes(DeltaAttnRes):
+    r"""Block Delta AttnRes (arXiv:2605.18855, the paper's recommended form): Delta AttnRes over block deltas.
+
+        h_{i+1} = h_i + u_i                                                   (the standard residual, kept)
+        x_i     = h_i + g_i · \sum_{k=0}^{⌊i/P⌋} softmax_k(w_iᵀ rms(δ_k)) · δ_k
+        δ_0 = h_0 = x0,    δ_k = h_{kP} − h_{(k−1)P}                          (P = ``block_size`` sublayers)
+
+    δ_k is what block k − 1 added to the stream, from its start state to the next block's start state. A
+    block's delta joins the sources when the block is complete, before the first sublayer of the next block
+    reads; the open block is not a source (its work so far is already in h_i). The head reads h. Queries and
+    the optional identity gate are Delta AttnRes's.
+
+    Choices, against the reference code (``modeling_qwen3_attnres.py``, mode ``delta_block``):
+
+    - Sources are differences of consecutive block-*start* states, as δ is defined. The code appends
+      ``partial_block - blocks[-1]``, and ``blocks[-1]`` is the previous *delta*, not the previous boundary
+      state, so from the third source on it routes alternating sums (h_{2P} − h_P + h_0, …).
+    - Boundaries are block starts: the code's ``is_block_boundary`` tests ``layer_idx % lpb == 0`` (the first
+      layer of a block, whose attention sublayer sees the new source), though its comment says "last in its
+      block"; we follow the test, which is what δ_k needs.
+    - P counts sublayers, as ``attnres_block``'s block_size does; an even P keeps blocks on transformer-block
+      edges, as the code's layers-per-block do. At P = 4 the 8-sublayer ``family`` model routes over x0 and
+      one delta; deeper models get more.
+
+    Unread in an unlooped model: ``queries[:P]`` (the first block's sublayers see x0 alone).
+    """
+
+    def __init__(self, shape: StreamShape, block_size: int = 4, identity_gate: bool = False,
+                 recompute: bool = False):
+        super().__init__(shape, identity_gate, recompute)
+        self.block_size = _positive_int("block_size", block_size)
+
+    def begin(self, x0):
+        return super().begin(x0)._replace(start=x0)
+
+    def write(self, state, i, u):
+        h = state.h + u
+        if (i + 1) % self.block_size or i + 1 == self.shape.n_steps:  # inside a block, or the head's turn
+            return state._replace(h=h)
+        delta = self.mixing(scored, h - state.start, state.queries, i + 1)
+        return state._replace(h=h, sources=state.sources + [delta], start=h)
+
+    def n_sources(self, i):
+        return 1 + i // self.block_size
 
 
 # ---- Multi-Gate Residuals --------------------------------------------------------------------------------------

@@ -20,6 +20,8 @@ OVERHEAD = {
     ("attnres_block", ()): (U + 1) * D,
     ("delta_attnres", ()): U * D,
     ("delta_attnres", (("identity_gate", True),)): U * D + U,
+    ("delta_attnres_block", ()): U * D,
+    ("delta_attnres_block", (("block_size", 2), ("identity_gate", True))): U * D + U,
     ("mgr", ()): U * (2 * D + N_STREAMS),  # w_β, w_α, b
     ("hc", ()): U * (N_STREAMS * (N_STREAMS + 2) + D * (N_STREAMS + 2) + 2),  # static, dynamic, s_α and s_β
     ("mhc", ()): U * ((N_STREAMS * D + 1) * (N_STREAMS ** 2 + 2 * N_STREAMS) + 3),  # φ, b, α
@@ -29,6 +31,15 @@ IDS = [v + "".join(f"-{k}" for k, _ in opts) for v, opts in VARIANTS]
 # rows an unlooped model never reads (each docstring names them); a looped model reads every row
 UNREAD = {"attnres": {"queries": [0]}, "attnres_block": {"queries": [0]}, "delta_attnres": {"queries": [0]},
           "mgr": {"gate_queries": [0, 1, 2], "gate_bias": [0, 1, 2]}}
+
+
+def unread(variant, options, n_loops):
+    """Rows an unlooped model never reads; Block Delta AttnRes's first block sees x0 alone."""
+    if n_loops > 1:
+        return {}
+    if variant == "delta_attnres_block":
+        return {"queries": list(range(dict(options).get("block_size", 4)))}
+    return UNREAD.get(variant, {})
 
 
 def gpt(variant="standard", options=(), n_loops=1):
@@ -62,7 +73,7 @@ def with_blocks_of(model):
 
 
 def test_all_cross_depth_rules_are_registered():
-    assert {"attnres", "attnres_block", "delta_attnres", "mgr", "hc", "mhc"} <= set(RULES)
+    assert {"attnres", "attnres_block", "delta_attnres", "delta_attnres_block", "mgr", "hc", "mhc"} <= set(RULES)
 
 
 # ---- through the whole GPT ------------------------------------------------------------------------------------
@@ -100,12 +111,12 @@ def test_backward_reaches_every_read_parameter(variant, options, n_loops):
     perturb(model.rule)
     _, loss = model(torch.randint(0, 97, (2, 16)), torch.randint(0, 97, (2, 16)))
     loss.backward()
-    unread = UNREAD.get(variant, {}) if n_loops == 1 else {}
+    never = unread(variant, options, n_loops)
     for name, p in model.rule.named_parameters():
         assert p.grad is not None and torch.isfinite(p.grad).all(), name
         rows = p.grad.abs().reshape(p.shape[0], -1).sum(1) if p.shape[0] == U else p.grad.abs().sum().view(1)
         for row, size in enumerate(rows):
-            assert (size == 0) == (row in unread.get(name, [])), (name, row)
+            assert (size == 0) == (row in never.get(name, [])), (name, row)
 
 
 @pytest.mark.parametrize("n_loops", [1, 2])
@@ -191,6 +202,33 @@ def test_delta_attnres_adds_the_mean_of_the_sources_to_the_stream():
         stream = x0 + sum(u[:i], torch.zeros_like(x0))
         torch.testing.assert_close(h, stream + _mean([x0] + u[:i]))
     torch.testing.assert_close(end, x0 + sum(u, torch.zeros_like(x0)))  # the head reads the stream
+
+
+def test_block_delta_attnres_sources_are_block_start_differences():
+    """δ_0 = x0, δ_k = h_{kP} − h_{(k−1)P}, from the stream itself; each read adds their mean to h at init."""
+    rule = build_rule("delta_attnres_block", StreamShape(16, n_layers=4), block_size=2)
+    x0, u, reads, end = _stream_of(rule, 8)
+    h = [x0]
+    for step in u:
+        h.append(h[-1] + step)  # the standard stream: h_i after i sublayers
+    for i, read in enumerate(reads):
+        deltas = [x0] + [h[2 * k] - h[2 * (k - 1)] for k in range(1, i // 2 + 1)]
+        torch.testing.assert_close(read, h[i] + _mean(deltas))
+    torch.testing.assert_close(end, h[8])
+    state = rule.begin(x0)
+    for i in range(7):
+        state = rule.write(state, i, u[i])
+    assert [s.value.shape for s in state.sources] == [x0.shape] * 4  # x0 and the deltas of blocks 1-3
+    for k, source in enumerate(state.sources[1:], start=1):
+        torch.testing.assert_close(source.value, h[2 * k] - h[2 * (k - 1)])
+        torch.testing.assert_close(source.value, u[2 * k - 2] + u[2 * k - 1])  # what block k − 1 added
+    assert [rule.n_sources(i) for i in range(8)] == [1, 1, 2, 2, 3, 3, 4, 4]
+
+
+def test_block_delta_attnres_with_identity_gate_is_exactly_standard_at_init():
+    model = gpt("delta_attnres_block", {"identity_gate": True})
+    idx = torch.randint(0, 97, (2, 16))
+    assert torch.equal(model(idx)[0], with_blocks_of(model)(idx)[0])
 
 
 # ---- MGR ------------------------------------------------------------------------------------------------------
