@@ -49,6 +49,7 @@ figures_dir = None  # the report's figure folder; None shows figures without wri
 
 # %%
 import ipywidgets as widgets
+from IPython.display import Markdown, display
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -83,9 +84,8 @@ plots.use_style()
 # review gate. The library draws each rule where it is implemented:
 
 # %%
-for name in ("standard", "highway", "review", "review_convex"):
-    print(f"── {name} " + "─" * 60)
-    print(RULES[name].__doc__.strip("\n"))
+for name in ("standard", "highway", "review", "review_convex"):  # one output each, short enough to read
+    display(Markdown(f"`{name}`\n\n```text\n{RULES[name].__doc__.strip(chr(10))}\n```"))
 
 # %% [markdown]
 # ## The gate at initialisation

@@ -66,13 +66,23 @@ def legend_outside(ax, **kwargs) -> None:
 
 
 def log_axis(ax, which: str = "x") -> None:
-    """A log axis labelled at its decades only: minor labels like 3×10⁻¹ collide with the major ones."""
-    from matplotlib.ticker import LogLocator, NullFormatter
+    """A log axis labelled in plain numbers (0.1, 1, 10) at its decades, and at 2× and 5× only when it spans
+    less than about a decade and a half: matplotlib's default labels minor ticks as 3×10⁻¹, which collide with 10⁰."""
+    import math
+
+    from matplotlib.ticker import FuncFormatter, LogLocator
 
     axis = ax.xaxis if which == "x" else ax.yaxis
     (ax.set_xscale if which == "x" else ax.set_yscale)("log")
+
+    def minor(value, _):
+        low, high = sorted(axis.get_view_interval())
+        mantissa = round(value / 10 ** math.floor(math.log10(value)), 6)
+        return f"{value:g}" if high / low < 30 and mantissa in (2, 5) else ""
+
     axis.set_major_locator(LogLocator(base=10))
-    axis.set_minor_formatter(NullFormatter())
+    axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    axis.set_minor_formatter(FuncFormatter(minor))
 
 
 def title_of(fig) -> str:

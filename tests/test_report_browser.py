@@ -29,7 +29,7 @@ window.addEventListener("load", () => setTimeout(() => {
     errors: window.__probeErrors,
     // a reader scrolls past long printed output; the longest <pre> output, in lines
     longest_pre: Math.max(0, ...Array.from(document.querySelectorAll(".jp-OutputArea-output pre"))
-      .map(p => p.textContent.replace(/\n$/, "").split("\n").length)),
+      .map(p => p.textContent.replace(/\\n$/, "").split("\\n").length)),
     // figures a reader cannot name: an output image without alt text, a plotly figure without a title
     untitled: images.filter(i => i.closest(".jp-OutputArea-output") && !(i.alt || "").trim()).length
       + Array.from(document.querySelectorAll(".plotly-graph-div"))
