@@ -93,9 +93,10 @@ def inverse_rms(x: torch.Tensor) -> torch.Tensor:
 
     Scores are taken on the raw sources and scaled by this, so a source is normalised once, when it is made,
     and not again at every later read (the O(depth²) norms the first form spent its time on), and no
-    normalised copy of each source is kept for the backward pass.
+    normalised copy of each source is kept for the backward pass. Through ``vector_norm``, whose backward is one
+    pass over x: half the time of ``x.pow(2).mean(-1)`` forward and backward on MGR's (4, 16, 128, 76) streams.
     """
-    return torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + RMS_EPS)
+    return torch.rsqrt(torch.linalg.vector_norm(x, dim=-1, keepdim=True).square() / x.shape[-1] + RMS_EPS)
 
 
 def depth_attention(scores: list[torch.Tensor], values: list[torch.Tensor]) -> torch.Tensor:
@@ -158,7 +159,21 @@ def sinkhorn(logits: torch.Tensor, iters: int = SINKHORN_ITERS) -> torch.Tensor:
         for _ in range(iters):
             m = m / m.sum(0, keepdim=True)
             m = m / m.sum(1, keepdim=True)
-    return m.movedim((0, 1), (-2, -1))
+    # returned contiguous in (…, n, n), as bmm needs it, while the gradient flowing back through the iterations
+    # is made contiguous in their layout: strided, it made the backward 2.6× slower (12.0 ms against 4.6)
+    return _ContiguousGrad.apply(m).movedim((0, 1), (-2, -1)).contiguous()
+
+
+class _ContiguousGrad(torch.autograd.Function):
+    """Identity forward; the backward hands on a contiguous copy of the gradient."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.contiguous()
 
 
 def _spread(values: torch.Tensor, counts: list[int]) -> torch.Tensor:
