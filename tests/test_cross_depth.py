@@ -8,7 +8,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from rrlib.config import ModelConfig, count_params
-from rrlib.cross_depth import mgr_carry_bias, sinkhorn
+from rrlib.cross_depth import mgr_carry_bias
+from rrlib.depth_mixing import sinkhorn
 from rrlib.model import GPT
 from rrlib.residuals import RULES, ConfigError, StreamShape, build_rule
 

@@ -9,7 +9,7 @@ gradients and keep less for the backward pass.
 import pytest
 import torch
 
-from rrlib.cross_depth import SINKHORN_ITERS
+from rrlib.depth_mixing import SINKHORN_ITERS
 from rrlib.residuals import rms
 
 from test_cross_depth import gpt, perturb
