@@ -166,9 +166,10 @@ for kind, marker in (("attn", "o"), ("mlp", "s")):
     part = per_token[per_token["kind"] == kind]
     axes[0].scatter(part["update_norm"], part["r_mean"], s=4, alpha=0.25, marker=marker, label=kind)
     axes[1].scatter(part["cosine"], part["r_mean"], s=4, alpha=0.25, marker=marker, label=kind)
-axes[0].set(xscale="log", xlabel=r"$\|u\| / \|h\|$", ylabel="mean r over channels (one point per token)")
+plots.log_axis(axes[0], "x")
+axes[0].set(xlabel=r"$\|u\| / \|h\|$", ylabel="mean r over channels (one point per token)")
 axes[1].set(xlabel=r"$\cos(u, h)$")
-axes[0].legend(markerscale=4)
+plots.legend_outside(axes[1], markerscale=4)
 fig.suptitle("What the trained gates respond to")
 plots.show_figure(fig, "01_gate_response", figures_dir)
 

@@ -48,6 +48,7 @@ out_root = "outputs/runs"  # our run folders, every size found there
 paper_csv = "../shared/reference/scaling_v8.csv"  # the paper's runs, relative to the project root
 variants = ["review", "highway", "standard"]  # the paper's comparison
 exclude_sizes = ["tiny", "family"]  # not points on the scale axis: the smoke test, and notebook 05's comparison
+recipe_root = "outputs/recipe"  # the recipe ablation's run folders (scripts/recipe_ablation.sh)
 alpha = 0.05
 n_boot = 10000  # bootstrap resamples per comparison
 figures_dir = None  # the report's figure folder; None shows figures without writing them
@@ -214,7 +215,8 @@ for name, (df, _) in sources.items():
 #
 # The paper gives every size a similar number of steps of 64 × 256 tokens, whatever its parameter count (the table
 # reads the steps from its CSV), so larger models see fewer tokens per parameter. For scale, the compute-optimal
-# ratio of Hoffmann et al. (2022) is about 20 tokens per parameter.
+# ratio of Hoffmann et al. (2022) is about 20 tokens per parameter. Notebook 06 separates the two factors with a
+# grid of sizes × token budgets.
 
 # %%
 COMPUTE_OPTIMAL_TOKENS_PER_PARAM = 20  # Hoffmann et al. 2022, "Training Compute-Optimal Large Language Models"
@@ -246,6 +248,48 @@ plots.log_axis(ax, "y")
 ax.set(xlabel="Review parameters (M)", ylabel="training tokens per parameter", title="How much training each size got")
 plots.legend_outside(ax)
 plots.show_figure(fig, "04_tokens_per_parameter", figures_dir)
+
+# %% [markdown]
+# ## Does the recipe change the gap? The paper's recipe against rrlib's at `mini`
+#
+# rrlib's CPU studies use its own recipe (zero-init Highway gate, weight decay on matrices only, EOS as text,
+# rounded held-out cut); the paper's code differs in each (README, "The paper's recipe"). The ablation trains
+# `mini` both ways on the same data, steps and seeds (`mini` and `mini_paper` under `recipe_root`), and asks
+# whether Review's paired gap against Highway and against standard differs between the recipes: per seed, the
+# paper-recipe gap minus the rrlib-recipe gap, tested paired by seed (a seed fixes the batch order in both, up to
+# the one-token shift of the held-out cut).
+
+# %%
+from IPython.display import display
+from scipy import stats as scipy_stats
+
+recipe_runs = {name: results_table(recipe_root, size) for name, size in (("rrlib", "mini"), ("paper", "mini_paper"))}
+if any(t.empty for t in recipe_runs.values()):
+    print(f"the recipe ablation has no results under {recipe_root} yet: `bash scripts/recipe_ablation.sh` "
+          "trains them (30 runs of mini)")
+else:
+    per_seed, rows = {}, []
+    for name, runs in recipe_runs.items():
+        runs = stats.load_results(runs)
+        table = stats.compare(runs, metric="fixed_loss", alpha=alpha, n_boot=0)
+        rows.append(table.assign(recipe=name))
+        wide = runs.pivot_table(index="seed", columns="variant", values="fixed_loss")
+        per_seed[name] = {b: wide[b] - wide["review"] for b in table["baseline"]}
+    recipe_gaps = pd.concat(rows, ignore_index=True)
+    differences = []
+    for baseline in recipe_gaps["baseline"].unique():
+        d = (per_seed["paper"][baseline] - per_seed["rrlib"][baseline]).dropna()
+        test = scipy_stats.ttest_1samp(d, 0.0) if len(d) > 1 else None
+        differences.append({"baseline": baseline, "seeds": len(d), "gap paper − gap rrlib": d.mean(),
+                            "paired p": test.pvalue if test else float("nan")})
+    display(tables.reader_table(
+        recipe_gaps, "04_recipe_gaps", figures_dir, index=False,
+        columns=["recipe", "baseline", "mean_ref", "mean_base", "paired_gap", "ci_low", "ci_high", "paired_p"],
+        formats={c: "{:+.4f}" for c in ("paired_gap", "ci_low", "ci_high")},
+        rename={"mean_ref": "review loss", "mean_base": "baseline loss", "paired_gap": "gap (nats)",
+                "ci_low": "95 % low", "ci_high": "95 % high"}))
+    display(tables.reader_table(pd.DataFrame(differences), "04_recipe_gap_difference", figures_dir, index=False,
+                                formats={"gap paper − gap rrlib": "{:+.4f}"}))
 
 # %% [markdown]
 # ## Verdicts

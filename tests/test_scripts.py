@@ -95,3 +95,11 @@ def test_study_default_includes_the_size_by_tokens_grid_and_every_grid_size_exis
     assert {s.split("_steps")[0] for s in grid} == {"micro", "mini"}
     calls, _ = run_script(tmp_path, {"JOBS": "2"}, script=STUDY)
     assert set(grid) <= {c[c.index("--size") + 1] for c in calls}
+
+
+def test_recipe_ablation_runs_both_recipes_seed_major_where_notebook_04_reads_them(tmp_path):
+    calls, _ = run_script(tmp_path, {"SEEDS": "0 1", "JOBS": "1"}, "--device", "cpu",
+                          script=ROOT / "scripts" / "recipe_ablation.sh")
+    params = notebook_parameters("04_statistics")
+    assert calls == sorted(["-m", "rrlib", "sweep", "--size", size, "--seeds", seed, "--out", params["recipe_root"],
+                            "--device", "cpu"] for seed in ("0", "1") for size in ("mini", "mini_paper"))
