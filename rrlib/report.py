@@ -113,7 +113,8 @@ def sizes_with_results(runs: Path) -> list[str]:
     from .loading import standalone_sizes
 
     found = standalone_sizes({p.parts[-4] for p in runs.glob("*/*/seed*/result.json")})
-    return sorted(found, key=lambda s: count_params(load_preset(s).model))
+    # ties (family is micro's width) by name: the set's order changes from process to process
+    return sorted(found, key=lambda s: (count_params(load_preset(s).model), s))
 
 
 # ---------------------------------------------------------------- execution
