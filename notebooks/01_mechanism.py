@@ -49,7 +49,7 @@ figures_dir = None  # the report's figure folder; None shows figures without wri
 
 # %%
 import ipywidgets as widgets
-from IPython.display import Markdown, display
+from IPython.display import Pretty, display
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -85,7 +85,7 @@ plots.use_style()
 
 # %%
 for name in ("standard", "highway", "review", "review_convex"):  # one output each, short enough to read
-    display(Markdown(f"`{name}`\n\n```text\n{RULES[name].__doc__.strip(chr(10))}\n```"))
+    display(Pretty(f"── {name} " + "─" * 60 + "\n" + RULES[name].__doc__.strip("\n")))
 
 # %% [markdown]
 # ## The gate at initialisation
