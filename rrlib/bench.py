@@ -508,7 +508,8 @@ def main(argv=None) -> int:
         "command": "python -m rrlib bench " + " ".join(argv),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "git_commit": git_commit(),
         "rrlib_version": __version__, "torch_version": torch.__version__, "python": platform.python_version(),
-        "device": _device_name(device), "precision": precision, "compile": args.compile, "steps": args.steps,
+        "device": _device_name(device), "precision": precision,
+        "compile": "eager and compiled" if args.compile_ratio else args.compile, "steps": args.steps,
         "warmup": args.warmup, "repeats": args.repeats, "peak_flops": peak_flops, "peak_flops_source": peak_source,
         "peak_memory_kind": ("torch.cuda.max_memory_allocated during build and warmup, less what was held before"
                              if device.type == "cuda" else
