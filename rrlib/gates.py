@@ -14,30 +14,28 @@ from .model import GPT
 def gate_records(model: GPT, idx: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
     """(h, u, r) at every sublayer application of one forward pass of ``model`` on ``idx``.
 
-    The model runs its own forward; the function through which the rule computes r is wrapped for the pass,
-    so whatever the gate computes is what is recorded: ``review(gate, h, u)`` where the rule has it (its
-    forward commits through one compiled step that never sees the step index), else ``gate(h, i, u)``. Only
-    rules with a gate (``review``, ``review_convex``) can be probed.
+    The model runs its own forward; the rule's ``review(gate, h, u)``, through which every r is computed (the
+    forward commits through one compiled step that never sees the step index), is wrapped for the pass, so
+    whatever the gate computes is what is recorded. Only rules with a gate (``review``, ``review_convex``) can be
+    probed.
     """
     rule = model.rule
-    if not hasattr(rule, "gate"):
+    if not hasattr(rule, "review"):
         raise ValueError(f"the {model.cfg.variant!r} rule has no review gate; probe review or review_convex")
     records = []
-    target = "review" if hasattr(rule, "review") else "gate"
-    computes_r = getattr(rule, target)
+    review = rule.review
 
-    def recording(*args):  # review(gate, h, u) or gate(h, i, u): u is last either way
-        r = computes_r(*args)
-        h, u = (args[1] if target == "review" else args[0]), args[-1]
+    def recording_review(gate, h, u):
+        r = review(gate, h, u)
         records.append((h.detach(), u.detach(), r.detach()))
         return r
 
-    setattr(rule, target, recording)  # an instance attribute shadows the method for this pass only
+    rule.review = recording_review  # an instance attribute shadows the method for this pass only
     try:
         with torch.no_grad():
             model(idx)
     finally:
-        delattr(rule, target)
+        del rule.review
     return records
 
 
