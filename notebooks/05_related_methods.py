@@ -63,6 +63,7 @@ loop_variants = ["scaled", "scaled_loops", "review"]
 loop_seeds = None  # None means the preset's
 loop_steps = None  # None means the preset's
 loop_boot = 2000  # bootstrap resamples of the seeds for the learning-rate optima
+train_looped = False  # train missing looped runs here (the quick build's); else only finished ones are read
 figures_dir = None  # the report's figure folder; None shows figures without writing them
 
 # %%
@@ -79,6 +80,7 @@ from rrlib.config import load_preset, resolve_run
 from rrlib.data import unigram_entropy
 from rrlib.model import GPT
 from rrlib.residuals import RULES
+from rrlib.sweep import results_table
 from rrlib.train import load_run_data
 
 plots.use_style()
@@ -174,14 +176,27 @@ def looped_root(lr):
 
 
 loop_overrides = {"train": {"steps": loop_steps}} if loop_steps else {}
-loop_rows = []
+loop_rows, missing_cells = [], []
 for lr in lrs:
     for n in loops:
-        result = loading.quiet_sweep(f"{loop_size}{n}", loop_variants, loop_seeds,
-                           {"train": {**loop_overrides.get("train", {}), "lr": lr}}, looped_root(lr))
+        size_n = f"{loop_size}{n}"
+        if train_looped:  # the quick build's seconds-long runs; the real sweep is scripts/family_study.sh's
+            result = loading.quiet_sweep(size_n, loop_variants, loop_seeds,
+                                         {"train": {**loop_overrides.get("train", {}), "lr": lr}}, looped_root(lr))
+        else:
+            result = results_table(looped_root(lr), size_n)
+        wanted = loop_seeds if loop_seeds is not None else load_preset(size_n).seeds
+        have = set(zip(result["variant"], result["seed"]))
+        missing_cells += [(v, n, lr, s) for v in loop_variants for s in wanted if (v, s) not in have]
         loop_rows.append(result.assign(lr=lr, loops=n))
 looped = pd.concat(loop_rows, ignore_index=True)
-looped = looped[looped["variant"].isin(loop_variants)]
+looped = looped[looped["variant"].isin(loop_variants) & looped["seed"].isin(
+    loop_seeds if loop_seeds is not None else load_preset(f"{loop_size}{loops[0]}").seeds)]
+if missing_cells:
+    by_seed = pd.Series([s for *_, s in missing_cells]).value_counts().sort_index()
+    print(f"{len(missing_cells)} looped runs not finished yet (by seed: "
+          + ", ".join(f"seed {s}: {k}" for s, k in by_seed.items())
+          + "); `SIZE= bash scripts/family_study.sh` trains them. Below: the finished runs.")
 curves = looped.groupby(["variant", "loops", "lr"], as_index=False)["fixed_loss"].mean()
 
 # A run that ends at the unigram entropy of its training tokens has learned only byte frequencies: it stalled
