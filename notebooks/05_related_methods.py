@@ -190,6 +190,9 @@ for lr in lrs:
         missing_cells += [(v, n, lr, s) for v in loop_variants for s in wanted if (v, s) not in have]
         loop_rows.append(result.assign(lr=lr, loops=n))
 looped = pd.concat(loop_rows, ignore_index=True)
+if looped.empty:
+    raise RuntimeError(f"no finished looped runs under {looped_root(lrs[0])} and the other lr folders: "
+                       "`SIZE= bash scripts/family_study.sh` trains them")
 looped = looped[looped["variant"].isin(loop_variants) & looped["seed"].isin(
     loop_seeds if loop_seeds is not None else load_preset(f"{loop_size}{loops[0]}").seeds)]
 if missing_cells:
