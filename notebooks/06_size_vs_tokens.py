@@ -59,11 +59,12 @@ figures_dir = None  # the report's figure folder; None shows figures without wri
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from IPython.display import display
 
 from rrlib import plots, stats, tables
-from rrlib.config import load_preset
+from rrlib.config import load_preset, resolve_run
 from rrlib.sweep import results_table
-from rrlib.train import project_path
+from rrlib.train import load_run_data, project_path
 
 plots.use_style()
 
@@ -88,9 +89,14 @@ cells = (grid[grid["variant"] == "review"].groupby("size")
               tokens_per_param=("tokens_per_param", "mean"), seeds=("seed", "nunique")))
 means = grid.pivot_table(index="size", columns="variant", values=metric, aggfunc="mean")[variants]
 cells = cells.join(means).sort_values(["width", "steps"], key=lambda c: c.map(width) if c.name == "width" else c)
-tables.reader_table(cells, "06_grid", figures_dir, formats={"tokens_per_param": "{:.2f}", "params_M": "{:.2f}"},
+# the sample's train stream is finite: the longest runs see it more than once (random windows, so no fixed order)
+train_tokens = {s: len(load_run_data(resolve_run(s, "review", 0)).train) for s in cells.index}
+cells["passes"] = [steps[s] * load_preset(s).train.batch_size * load_preset(s).model.seq_len / train_tokens[s]
+                   for s in cells.index]
+tables.reader_table(cells, "06_grid", figures_dir, formats={"tokens_per_param": "{:.2f}", "params_M": "{:.2f}",
+                                                            "passes": "{:.2f}"},
                     rename={"params_M": "params (M, Review)", "tokens_per_param": "tokens / param",
-                            **{v: f"{v} loss" for v in variants}})
+                            "passes": "passes over the data", **{v: f"{v} loss" for v in variants}})
 
 # %% [markdown]
 # ## Review's paired gap in every cell
@@ -117,6 +123,7 @@ fig, axes = plt.subplots(1, len(baselines), figsize=(5.2 * len(baselines), 4.0),
 for ax, baseline in zip(np.atleast_1d(axes), baselines):
     here = comparison[comparison["baseline"] == baseline]
     for w, part in here.groupby("width"):
+        part = part.sort_values("tokens_per_param")  # the line joins a width's budgets in order
         gap = part["paired_gap"]
         ax.errorbar(part["tokens_per_param"], gap, yerr=[gap - part["ci_low"], part["ci_high"] - gap], fmt="o-",
                     color=width_colors.get(w, "#444"), capsize=3, label=f"{w} (d {width[part.index[0]]})")
@@ -158,11 +165,11 @@ tables.reader_table(shown, "06_paired_gaps", figures_dir, index=False, full=comp
 
 # %%
 factors = stats.gap_factors(grid, metric=metric, alpha=alpha)
-tables.reader_table(factors, "06_gap_factors", figures_dir, index=False,
+display(tables.reader_table(factors, "06_gap_factors", figures_dir, index=False,
                     columns=["baseline", "term", "coef", "ci_low", "ci_high", "p", "n_cells"],
                     formats={"coef": "{:+.4f}", "ci_low": "{:+.4f}", "ci_high": "{:+.4f}"},
                     rename={"coef": "coefficient (nats/decade)", "ci_low": "95 % low", "ci_high": "95 % high",
-                            "n_cells": "cells"})
+                            "n_cells": "cells"}))
 if paper is not None:
     log_size, log_tpp = np.log10(paper_cmp["params_M"]), np.log10(paper_cmp["tokens_per_param"])
     print(f"the paper's sizes: correlation of log size and log tokens/param = {np.corrcoef(log_size, log_tpp)[0, 1]:.3f}")
@@ -190,6 +197,29 @@ print(f"{len(grid)} runs in {len(cells)} cells ({int(cells['seeds'].min())}–{i
       f"tokens per parameter {cells['tokens_per_param'].min():.2f}–{cells['tokens_per_param'].max():.2f}.")
 for baseline in baselines:
     print(factor_verdict(factors, baseline))
+def undertraining_verdict(factors: pd.DataFrame) -> str:
+    """What the fit says of the two readings: undertraining predicts a gap that shrinks as tokens per parameter
+    grow (a negative coefficient); scale predicts one that grows with size at fixed tokens per parameter."""
+    tpp = factors[factors["term"] == "log10_tokens_per_param"].dropna(subset=["coef"])
+    size = factors[factors["term"] == "log10_size"].dropna(subset=["coef"])
+    if tpp.empty:
+        return "Too few cells to fit the two factors."
+    shrinks = tpp[tpp["ci_high"] < 0]["baseline"].tolist()
+    grows_with_tokens = tpp[tpp["ci_low"] > 0]["baseline"].tolist()
+    grows_with_size = size[size["ci_low"] > 0]["baseline"].tolist()
+    signs = ", ".join(f"{r.baseline} {r.coef:+.3f}" for r in tpp.itertuples())
+    if shrinks:
+        return (f"The gap follows undertraining against {', '.join(shrinks)}: it shrinks as tokens per parameter "
+                f"grow (tokens coefficients: {signs} nats/decade).")
+    words = ("grows with tokens per parameter against " + ", ".join(grows_with_tokens) if grows_with_tokens
+             else "no interval of the tokens coefficient excludes 0")
+    more = (f"; it grows with size at fixed tokens per parameter against {', '.join(grows_with_size)}"
+            if grows_with_size else "; no interval of the size coefficient excludes 0 either")
+    return ("The gap does not follow undertraining here: the undertraining reading predicts negative tokens "
+            f"coefficients, and they are {signs} nats/decade ({words}){more}.")
+
+
+print(undertraining_verdict(factors))
 significant = comparison[comparison["significant"]]
 print(f"cells where Review's gap survives Holm over all {len(comparison)} comparisons: "
       + (", ".join(f"{s} vs {r.baseline} ({r.paired_gap:+.4f})" for s, r in significant.iterrows()) or "none"))
