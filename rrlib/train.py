@@ -59,14 +59,21 @@ def write_json_atomic(path: Path, obj: dict) -> None:
     save_atomic(obj, path, lambda o, fh: fh.write((json.dumps(o, indent=2, sort_keys=True) + "\n").encode()))
 
 
+# What runs write, not code: a sweep rewrites its committed results.csv, a report its pages. A change there must
+# not mark the runs that follow as made by uncommitted code (it did: every run after a sweep's table was "+dirty").
+WRITTEN_BY_RUNS = ("outputs", "paper")
+
+
 def git_commit() -> str:
-    """HEAD of the project's checkout (+dirty), or $RRLIB_GIT_COMMIT for a copy made without .git."""
+    """HEAD of the project's checkout (+dirty if tracked code or settings changed), or $RRLIB_GIT_COMMIT for a
+    copy made without .git."""
     if os.environ.get("RRLIB_GIT_COMMIT"):
         return os.environ["RRLIB_GIT_COMMIT"]
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=PROJECT_ROOT, capture_output=True, text=True,
                              timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=PROJECT_ROOT,
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                                *(f":(exclude){folder}" for folder in WRITTEN_BY_RUNS)], cwd=PROJECT_ROOT,
                                capture_output=True, text=True, timeout=10).stdout.strip()
         return out.stdout.strip() + ("+dirty" if dirty else "") if out.returncode == 0 else "unknown"
     except (OSError, subprocess.SubprocessError):

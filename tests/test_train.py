@@ -174,3 +174,27 @@ def test_cli_errors_are_one_sentence_and_exit_2(tmp_path, args, message):
     assert message in out.stderr and "Traceback" not in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
     assert (done / "keep.txt").read_text() == "precious"
+
+
+def test_a_changed_results_table_does_not_make_the_code_dirty(tmp_path):
+    """A sweep rewrites its committed results.csv; only tracked code or settings count as uncommitted."""
+    from rrlib import train
+
+    repo = tmp_path / "repo"
+    (repo / "rrlib").mkdir(parents=True)
+    (repo / "outputs" / "runs").mkdir(parents=True)
+    (repo / "rrlib" / "code.py").write_text("x = 1\n")
+    (repo / "outputs" / "runs" / "results.csv").write_text("a\n")
+    git = lambda *a: subprocess.run(["git", *a], cwd=repo, check=True, capture_output=True)
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init")
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+    old_root, train.PROJECT_ROOT = train.PROJECT_ROOT, repo
+    try:
+        (repo / "outputs" / "runs" / "results.csv").write_text("b\n")
+        assert train.git_commit() == head
+        (repo / "rrlib" / "code.py").write_text("x = 2\n")
+        assert train.git_commit() == head + "+dirty"
+    finally:
+        train.PROJECT_ROOT = old_root
