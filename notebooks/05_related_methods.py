@@ -239,7 +239,13 @@ tables.reader_table(best_lr.rename(columns=lambda n: f"N = {n}"), "05_looped_bes
 # 0 means the learning rate transfers across loop counts, −1 that it halves each time N doubles.
 
 # %%
-optima, transfer = stats.lr_transfer(looped[looped["variant"].isin(loop_variants)], n_boot=loop_boot)
+# only seeds that finished the whole lr × N grid of every rule: a bootstrap over seeds needs each seed complete
+cells_per_seed = looped.groupby("seed").size()
+complete_seeds = cells_per_seed[cells_per_seed == len(loop_variants) * len(loops) * len(lrs)].index.tolist()
+print(f"seeds with the whole grid: {complete_seeds}"
+      + (f" (left out, unfinished: {sorted(set(cells_per_seed.index) - set(complete_seeds))})"
+         if len(complete_seeds) < len(cells_per_seed) else ""))
+optima, transfer = stats.lr_transfer(looped[looped["seed"].isin(complete_seeds)], n_boot=loop_boot)
 tables.reader_table(optima, "05_looped_optima", figures_dir, index=False,
                     columns=["variant", "loops", "best_lr", "best_lr_low", "best_lr_high", "at_edge", "seeds"],
                     formats={"best_lr": "{:.2g}", "best_lr_low": "{:.2g}", "best_lr_high": "{:.2g}"},

@@ -193,6 +193,8 @@ def _log2_optimum(log_lr: np.ndarray, loss: np.ndarray, window: int = 2) -> floa
     """
     finite = ~np.isnan(loss)
     log_lr, loss = log_lr[finite], loss[finite]
+    if not len(loss):
+        return np.nan
     best = int(np.argmin(loss))
     lo, hi = max(0, best - window), min(len(loss), best + window + 1)
     x, y = log_lr[lo:hi], loss[lo:hi]
@@ -240,11 +242,11 @@ def lr_transfer(runs: pd.DataFrame, metric: str = "fixed_loss", group: str = "va
         for n in loops:
             curve = table.loc[n].sort_index().mean(axis=1, skipna=False)
             grid_best = float(curve.idxmin()) if curve.notna().any() else np.nan
-            low, high = np.percentile([b[n] for b in boots], q)
+            low, high = np.nanpercentile([b[n] for b in boots], q)
             optima.append({group: rule, "loops": n, "grid_best_lr": grid_best, "best_lr": 2 ** point[n],
                            "best_lr_low": 2 ** low, "best_lr_high": 2 ** high, "seeds": len(seeds),
                            "at_edge": grid_best in (curve.index.min(), curve.index.max())})
-        s_low, s_high = np.percentile([slope(b) for b in boots], q) if len(loops) > 1 else (np.nan, np.nan)
+        s_low, s_high = np.nanpercentile([slope(b) for b in boots], q) if len(loops) > 1 else (np.nan, np.nan)
         trends.append({group: rule, "slope": slope(point), "slope_low": s_low, "slope_high": s_high,
                        "fold_change": 2 ** (point[loops[-1]] - point[loops[0]]), "loops": f"{loops[0]}–{loops[-1]}"})
     return pd.DataFrame(optima), pd.DataFrame(trends)
