@@ -5,8 +5,8 @@
 Two estimates per preset, both computed, none typed in:
 
 - **at the paper's measured speed**: the paper's CSV records minutes per run; for a preset whose Review model
-  has the architecture of one of the paper's sizes, each variant's tokens/s is that size's tokens (steps × 64 ×
-  256) over its minutes, so the hours are those of the paper's own GPU (which its paper does not name);
+  has the architecture of one of the paper's sizes, each variant's tokens/s is that size's tokens (steps × its preset's
+  batch × context, 64 × 256) over its minutes, so the hours are those of the paper's own GPU (which its paper does not name);
 - **at an assumed MFU**: training FLOPs (6·N-style count from the model's structure, ``GPT.flops_per_token``
   × tokens) ÷ (MFU × the device's dense peak from ``rrlib.bench.PEAK_TFLOPS``).
 
@@ -21,13 +21,11 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from .bench import PAPER_SIZES, PAPER_VARIANTS, table_peak
 from .config import ConfigError, load_preset, project_path, resolve_run
 from .model import GPT
 
 PAPER_CSV = "../shared/reference/scaling_v8.csv"
-PAPER_TOKENS_PER_STEP = 64 * 256
-PAPER_VARIANTS = {"review_neutral": "review"}
-PAPER_SIZES = {"60M": "60m", "150M": "150m", "320M": "320m", "590M": "590m", "1B": "1b"}
 
 
 def architecture(size: str) -> tuple:
@@ -41,11 +39,12 @@ def paper_tokens_per_s(csv_path) -> dict[tuple, dict[str, float]]:
     df = pd.read_csv(csv_path)
     df["variant"] = df["variant"].replace(PAPER_VARIANTS)
     df = df[df["size"].isin(PAPER_SIZES)]
-    df = df.assign(tokens=df["steps"] * PAPER_TOKENS_PER_STEP, seconds=df["minutes"] * 60)
     out: dict[tuple, dict[str, float]] = {}
     for (size, variant), runs in df.groupby(["size", "variant"]):
+        preset = load_preset(PAPER_SIZES[size])  # the paper's batch × context, as its preset has them
+        tokens = runs["steps"].sum() * preset.train.batch_size * preset.model.seq_len
         # total tokens over total time: the speed at which its seeds' runs took the minutes they record
-        out.setdefault(architecture(PAPER_SIZES[size]), {})[variant] = runs["tokens"].sum() / runs["seconds"].sum()
+        out.setdefault(architecture(PAPER_SIZES[size]), {})[variant] = tokens / (runs["minutes"].sum() * 60)
     return out
 
 
@@ -74,8 +73,6 @@ def preset_cost(size: str, paper_speed: dict | None = None, peak_flops: float | 
 
 
 def main(argv=None) -> int:
-    from .bench import table_peak
-
     p = argparse.ArgumentParser(prog="python -m rrlib.budget", description=__doc__.splitlines()[0])
     p.add_argument("sizes", nargs="+", help="presets (params/*.yaml names) whose sweeps to price")
     p.add_argument("--mfu", type=float, default=0.3, help="assumed model FLOP utilisation for the FLOP estimate")

@@ -16,12 +16,14 @@ from pathlib import Path
 import torch
 import yaml
 
-from .residuals import RULES, ConfigError, rule_class
+from .data import EOS_IN_TEXT, HELDOUT_CUTS
+from .residuals import HIGHWAY_GATE_INITS, RULES, ConfigError, rule_class
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 PARAMS_DIR = PROJECT_ROOT / "params"
 REFERENCE_VARIANT = "review"
 PRECISIONS = ("auto", "fp32", "tf32", "bf16")
+WEIGHT_DECAY_ON = ("all", "matrices")  # every tensor (the paper's AdamW(model.parameters())), or dim >= 2 only
 KEEP_WEIGHTS = ("none", "bf16", "fp32")  # what a finished run keeps of its model (rrlib.checkpoints)
 # Vocabulary sizes of the tokenizers in rrlib.data (a test checks they agree), so that a model can be sized
 # and parameter-matched without loading any data.
@@ -125,13 +127,12 @@ class RunConfig:
 # Where rrlib can differ from the paper's code (its src/train.py): each switch is a setting of its own; a
 # preset's ``recipe:`` picks a side for all of them, and the preset's own settings and a caller's overrides
 # still come after. The dataclass defaults are the paper's side, so "paper" changes nothing.
-RECIPES = {
-    "paper": {},
-    "rrlib": {"model": {"highway_gate_init": "zero"}, "train": {"weight_decay_on": "matrices"},
-              "data": {"eos_in_text": "text", "heldout_cut": "round"}},
-}
-SWITCH_CHOICES = {("model", "highway_gate_init"): ("gpt2", "zero"), ("train", "weight_decay_on"): ("all", "matrices"),
-                  ("data", "eos_in_text"): ("special", "text"), ("data", "heldout_cut"): ("floor", "round")}
+# Each switch's choices as its owning module defines them, the paper's first, rrlib's second.
+SWITCH_CHOICES = {("model", "highway_gate_init"): HIGHWAY_GATE_INITS, ("train", "weight_decay_on"): WEIGHT_DECAY_ON,
+                  ("data", "eos_in_text"): EOS_IN_TEXT, ("data", "heldout_cut"): tuple(HELDOUT_CUTS)}
+RECIPES = {"paper": {}, "rrlib": {}}
+for (_section, _name), (_, _rrlib) in SWITCH_CHOICES.items():
+    RECIPES["rrlib"].setdefault(_section, {})[_name] = _rrlib
 
 
 def recipe_name(run: "RunConfig") -> str:
@@ -200,7 +201,8 @@ EXPANDABLE = {**{f.name: "model" for f in dataclasses.fields(ModelConfig) if f.t
 def _expansion(raw: dict) -> tuple[str, list] | None:
     """A preset with ``expand: {field: [v1, v2, ...]}`` names one size per value: ``<preset><value>``.
 
-    The field is a whole-number model setting (``n_layers``, ``n_loops``, ...) or the training ``steps``.
+    The field is a whole-number model setting (``n_layers``, ``n_loops``, ...), the training ``steps`` or a
+    whole-number ``tokens_per_param``.
     """
     expand = raw.get("expand")
     if not expand:
