@@ -198,12 +198,23 @@ def timed_steps(case: Case, n: int, autocast, device: torch.device) -> list[floa
         case.host_syncs = (case.host_syncs or 0) + sum("synchronizing" in str(w.message) for w in caught)
         torch.cuda.synchronize()
         return [a.elapsed_time(b) / 1e3 for a, b in zip(events, events[1:])]
+    clock = cpu_step_clock()
     times = []
     for k in range(n):
-        start = time.perf_counter()
+        start = clock()
         train_step(case, k, autocast)
-        times.append(time.perf_counter() - start)
+        times.append(clock() - start)
     return times
+
+
+def cpu_step_clock():
+    """The clock CPU steps are timed by: the thread's CPU time when torch runs on one thread, wall time else.
+
+    On one thread the step's work is this thread's, and its CPU time leaves out the time other jobs on a shared
+    machine held the core (wall-clock ratios between rules moved by ±10% from one run to the next beside two
+    training processes); with more threads the work is spread over torch's pool, which only wall time sees.
+    """
+    return time.thread_time if torch.get_num_threads() == 1 else time.perf_counter
 
 
 def warm_up(case: Case, steps: int, autocast, device: torch.device) -> None:
@@ -511,6 +522,8 @@ def main(argv=None) -> int:
         "device": _device_name(device), "precision": precision,
         "compile": "eager and compiled" if args.compile_ratio else args.compile, "steps": args.steps,
         "warmup": args.warmup, "repeats": args.repeats, "peak_flops": peak_flops, "peak_flops_source": peak_source,
+        "step_clock": ("CUDA events" if device.type == "cuda" else
+                       "thread CPU time" if cpu_step_clock() is time.thread_time else "wall time"),
         "peak_memory_kind": ("torch.cuda.max_memory_allocated during build and warmup, less what was held before"
                              if device.type == "cuda" else
                              "peak tensor storage of one eager training step (rrlib.memory), above what was "
@@ -555,7 +568,8 @@ def render(result: dict) -> str:
     if result["results"]:
         parts += [f"Device {result['device']}, torch {result['torch_version']}, precision {result['precision']}, "
                   f"compile {result['compile']}, commit {result['git_commit']}; median of "
-                  f"{result['steps'] * result['repeats']} timed steps after {result['warmup']} warmup steps. "
+                  f"{result['steps'] * result['repeats']} timed steps after {result['warmup']} warmup steps, "
+                  f"timed by {result.get('step_clock', 'wall time')}. "
                   f"Peak FLOP/s: {result['peak_flops_source']}. Peak memory: {result['peak_memory_kind']}. "
                   f"eval/step: the fixed evaluation's forward pass per batch over the training step.", "",
                   markdown_table(result["results"])]
