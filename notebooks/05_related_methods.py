@@ -51,7 +51,9 @@ if "google.colab" in sys.modules:
 # in the project's history (commit ffc6b50), not here.
 
 # %% tags=["parameters"]
-size = "family"  # the preset of the comparison (params/); "family_mini" for mini's width, on a GPU
+size = "family"  # the preset of the comparison (params/)
+wide_size = "family_mini"  # the same comparison at mini's width, read from finished runs; None skips it
+bench_dir = "outputs/bench"  # cpu-<size>.json from `python -m rrlib bench`: the speed and memory of each rule
 variants = None  # None means the preset's: every method
 seeds = None  # None means the preset's
 steps = None  # training steps per run; None means the preset's
@@ -67,6 +69,7 @@ train_looped = False  # train missing looped runs here (the quick build's); else
 figures_dir = None  # the report's figure folder; None shows figures without writing them
 
 # %%
+import json
 import re
 from pathlib import Path
 
@@ -127,28 +130,53 @@ table = table[table["variant"].isin(variants) & table["seed"].isin(seeds)].reset
 # one over all methods; then parameters, FLOPs per token, measured tokens/s and peak memory of the runs.
 
 # %%
-summary = table.groupby("variant").agg(
-    loss=("fixed_loss", "mean"), sd=("fixed_loss", "std"), seeds=("seed", "count"),
-    params_M=("params_M", "first"), flops_per_token=("flops_per_token", "first"),
-    tokens_per_s=("tokens_per_s", "mean"), peak_memory_MB=("peak_memory_MB", "mean"), device=("device", "first"),
-).loc[[v for v in variants if v in set(table["variant"])]]
-gaps = {v: stats.compare(table[table["variant"].isin(["standard", v])], metric="fixed_loss", reference=v)
-        for v in summary.index if v != "standard"}
-summary["gap vs standard"] = [gaps[v]["gap"].iloc[0] if v in gaps else np.nan for v in summary.index]
-summary["p (paired)"] = [gaps[v]["p"].iloc[0] if v in gaps else np.nan for v in summary.index]
-family_p = [summary.loc[v, "p (paired)"] for v in gaps]
-summary.loc[list(gaps), "p (Holm)"] = stats.holm(np.array(family_p, dtype=float))
-summary["tokens/s vs standard"] = summary["tokens_per_s"] / summary.loc["standard", "tokens_per_s"]
-tables.reader_table(
-    summary.assign(loss_sd=[f"{m:.4f}" + ("" if np.isnan(s) else f" ± {s:.4f}")  # no SD from one seed
-                            for m, s in zip(summary["loss"], summary["sd"])]),
-    f"05_{size}_summary", figures_dir, full=summary,
-    columns=["params_M", "flops_per_token", "loss_sd", "gap vs standard", "p (paired)", "p (Holm)",
-             "tokens/s vs standard"],
-    formats={"params_M": "{:.3f}", "flops_per_token": lambda x: f"{x / 1e6:.2f}", "gap vs standard": "{:+.4f}",
-             "tokens/s vs standard": "{:.2f}"},
-    rename={"params_M": "params (M)", "flops_per_token": "MFLOPs / token", "loss_sd": "loss (nats, mean ± SD)",
-            "gap vs standard": "gap vs standard (nats)", "tokens/s vs standard": "speed vs standard"})
+def family_summary(table, variants):
+    """Per method: loss (mean, SD over seeds), the paired gap against standard with Holm over the methods, and
+    what the runs recorded: parameters, FLOPs per token, tokens/s, peak memory."""
+    summary = table.groupby("variant").agg(
+        loss=("fixed_loss", "mean"), sd=("fixed_loss", "std"), seeds=("seed", "count"),
+        params_M=("params_M", "first"), flops_per_token=("flops_per_token", "first"),
+        tokens_per_s=("tokens_per_s", "mean"), peak_memory_MB=("peak_memory_MB", "mean"),
+        device=("device", "first"),
+    ).loc[[v for v in variants if v in set(table["variant"])]]
+    gaps = {v: stats.compare(table[table["variant"].isin(["standard", v])], metric="fixed_loss", reference=v)
+            for v in summary.index if v != "standard"}
+    summary["gap vs standard"] = [gaps[v]["gap"].iloc[0] if v in gaps else np.nan for v in summary.index]
+    summary["p (paired)"] = [gaps[v]["p"].iloc[0] if v in gaps else np.nan for v in summary.index]
+    summary.loc[list(gaps), "p (Holm)"] = stats.holm(np.array([summary.loc[v, "p (paired)"] for v in gaps],
+                                                              dtype=float))
+    summary["tokens/s vs standard"] = summary["tokens_per_s"] / summary.loc["standard", "tokens_per_s"]
+    summary["memory vs standard"] = summary["peak_memory_MB"] / summary.loc["standard", "peak_memory_MB"]
+    return summary
+
+
+def bench_ratios(path):
+    """tokens/s and peak memory relative to standard's, per rule, from a benchmark file (eager, default
+    options); None when the file is missing."""
+    if not path.exists():
+        return None
+    rows = pd.DataFrame(json.loads(path.read_text())["results"])
+    rows = rows[~rows["compile"] & (rows["rule_options"].map(len) == 0)].set_index("variant")
+    return pd.DataFrame({"tokens/s vs standard": rows["tokens_per_s_vs_standard"],
+                         "memory vs standard": rows["peak_memory_bytes"] / rows.loc["standard", "peak_memory_bytes"]})
+
+
+def show_summary(summary, name):
+    display(tables.reader_table(
+        summary.assign(loss_sd=[f"{m:.4f}" + ("" if np.isnan(s) else f" ± {s:.4f}")  # no SD from one seed
+                                for m, s in zip(summary["loss"], summary["sd"])]),
+        name, figures_dir, full=summary,
+        columns=["params_M", "flops_per_token", "loss_sd", "gap vs standard", "p (paired)", "p (Holm)",
+                 "tokens/s vs standard", "memory vs standard"],
+        formats={"params_M": "{:.3f}", "flops_per_token": lambda x: f"{x / 1e6:.2f}",
+                 "gap vs standard": "{:+.4f}", "tokens/s vs standard": "{:.2f}", "memory vs standard": "{:.2f}"},
+        rename={"params_M": "params (M)", "flops_per_token": "MFLOPs / token", "loss_sd": "loss (nats, mean ± SD)",
+                "gap vs standard": "gap vs standard (nats)", "tokens/s vs standard": "speed vs standard (runs)",
+                "memory vs standard": "peak memory vs standard (runs)"}))
+
+
+summary = family_summary(table, variants)
+show_summary(summary, f"05_{size}_summary")
 
 # %%
 fig, ax = plt.subplots(figsize=(8, 4))
@@ -161,6 +189,60 @@ for variant, runs_of_variant in table.groupby("variant"):
 ax.set(xlabel="", ylabel="held-out loss (fixed set)", title=f"{size}: every method, {len(seeds)} seeds")
 plt.setp(ax.get_xticklabels(), rotation=35, ha="right")
 plots.show_figure(fig, "05_family_loss", figures_dir)
+
+# %% [markdown]
+# ## At mini's width
+#
+# The same methods, seeds and recipe at `mini`'s width (d = 128 for Review, 600 steps; preset `family_mini`),
+# read from finished runs (`SIZE=family_mini LRS= bash scripts/family_study.sh` trains them). Side by side with
+# the comparison above: does a method's gap against standard hold, grow or vanish when the model is wider and
+# trained longer? In the side-by-side table, speed and memory relative to standard's at the same width come
+# from the benchmark (`python -m rrlib bench --size family --size family_mini ...`, the README's command) where
+# it measured that size, and from the runs otherwise.
+
+# %%
+wide = None
+if wide_size is not None:
+    wide_table = results_table(out_root, wide_size)
+    wide_table = wide_table[wide_table["variant"].isin(variants)] if len(wide_table) else wide_table
+    if len(wide_table) and "standard" in set(wide_table["variant"]):
+        wide = family_summary(wide_table, variants)
+        show_summary(wide, f"05_{wide_size}_summary")
+    else:
+        print(f"No finished {wide_size} runs under {out_root}; `SIZE={wide_size} LRS= bash scripts/family_study.sh` "
+              "trains them.")
+
+# %%
+if wide is not None:
+    # speed and memory from the benchmark where it measured this size: every rule in the same interleaved rounds
+    # at one thread. The runs' own tokens/s (the tables above) come from different sessions, loads and code
+    # versions (the cross-depth rules got faster since the family runs), so they are no comparison of speed.
+    sides = {}
+    for name, frame in ((size, summary), (wide_size, wide)):
+        sides[name], measured = frame.copy(), bench_ratios(Path(bench_dir) / f"cpu-{name}.json")
+        if measured is not None:
+            sides[name][["tokens/s vs standard", "memory vs standard"]] = measured.reindex(frame.index).to_numpy()
+        print(f"{name}: speed and memory from " + (f"{bench_dir}/cpu-{name}.json" if measured is not None
+                                                   else "its runs"))
+    measures = {"gap vs standard": "{:+.4f}", "p (Holm)": "{:.3f}", "tokens/s vs standard": "{:.2f}",
+                "memory vs standard": "{:.2f}"}
+    both = pd.DataFrame({f"{name}: {column}": frame[column] for column in measures
+                         for name, frame in sides.items()})
+    display(tables.reader_table(both, f"05_{size}_vs_{wide_size}", figures_dir,
+                                formats={f"{name}: {c}": f for c, f in measures.items() for name in (size, wide_size)}))
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    common = [v for v in summary.index if v in wide.index and v != "standard"]
+    for v in common:
+        ax.scatter(summary.loc[v, "gap vs standard"], wide.loc[v, "gap vs standard"], s=48,
+                   color=plots.color(v), marker=plots.marker(v), label=v, zorder=3)
+    lim = np.nanmax(np.abs([summary.loc[common, "gap vs standard"], wide.loc[common, "gap vs standard"]])) * 1.15
+    ax.plot([-lim, lim], [-lim, lim], color="0.6", lw=1, ls="--", zorder=1)
+    ax.axhline(0, color="0.8", lw=1, zorder=0)
+    ax.axvline(0, color="0.8", lw=1, zorder=0)
+    ax.set(xlim=(-lim, lim), ylim=(-lim, lim), xlabel=f"gap vs standard at {size} (nats)",
+           ylabel=f"gap vs standard at {wide_size} (nats)", title="Each method's gap at two widths")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1), frameon=False, fontsize=8)
+    plots.show_figure(fig, "05_gap_two_widths", figures_dir)
 
 # %% [markdown]
 # ## Looped models: does λ/(N·√(L/12)) transfer the learning rate across N?
@@ -274,13 +356,24 @@ ranked = summary.sort_values("loss")
 print(f"{size}, {len(seeds)} seeds, {int(summary['seeds'].sum())} runs on {summary['device'].iloc[0]}. "
       f"Lowest held-out loss: {ranked.index[0]} ({ranked['loss'].iloc[0]:.4f}); highest: {ranked.index[-1]} "
       f"({ranked['loss'].iloc[-1]:.4f}); standard {summary.loc['standard', 'loss']:.4f}.")
-better = [v for v in gaps if summary.loc[v, "gap vs standard"] > 0 and summary.loc[v, "p (Holm)"] < 0.05]
-worse = [v for v in gaps if summary.loc[v, "gap vs standard"] < 0 and summary.loc[v, "p (Holm)"] < 0.05]
-print("Significantly better than standard after Holm: " + (", ".join(better) or "none") +
-      "; significantly worse: " + (", ".join(worse) or "none") + ".")
-slowest = summary["tokens/s vs standard"].idxmin()
-print(f"Cost: the slowest rule here is {slowest} at {summary.loc[slowest, 'tokens/s vs standard']:.2f}× "
-      "standard's tokens/s.")
+
+
+def significant(summary, sign):
+    return [v for v in summary.index if v != "standard" and sign * summary.loc[v, "gap vs standard"] > 0
+            and summary.loc[v, "p (Holm)"] < 0.05]
+
+
+for name, frame in ((size, summary), (wide_size, wide)):
+    if frame is None:
+        continue
+    print(f"{name}: significantly better than standard after Holm: {', '.join(significant(frame, 1)) or 'none'}; "
+          f"significantly worse: {', '.join(significant(frame, -1)) or 'none'}.")
+if wide is not None:
+    common = [v for v in summary.index if v in wide.index and v != "standard"]
+    same_sign = [v for v in common if np.sign(summary.loc[v, "gap vs standard"]) == np.sign(wide.loc[v, "gap vs standard"])]
+    print(f"At both widths the gap against standard has the same sign for {len(same_sign)} of {len(common)} methods; "
+          f"{wide_size}'s lowest loss: {wide['loss'].idxmin()} ({wide['loss'].min():.4f}), standard "
+          f"{wide.loc['standard', 'loss']:.4f}.")
 stalled = looped.groupby("variant")["stalled"].sum()
 print("Looped runs that stalled at the unigram level: "
       + ", ".join(f"{v} {int(stalled[v])} of {int((looped['variant'] == v).sum())}" for v in loop_variants) + ".")
