@@ -53,7 +53,7 @@ if "google.colab" in sys.modules:
 # %% tags=["parameters"]
 size = "family"  # the preset of the comparison (params/)
 wide_size = "family_mini"  # the same comparison at mini's width, read from finished runs; None skips it
-bench_dir = "outputs/bench"  # cpu-<size>.json from `python -m rrlib bench`: the speed and memory of each rule
+bench_file = "outputs/bench/cpu-family.json"  # `python -m rrlib bench` at both widths: each rule's speed and memory
 variants = None  # None means the preset's: every method
 seeds = None  # None means the preset's
 steps = None  # training steps per run; None means the preset's
@@ -150,13 +150,16 @@ def family_summary(table, variants):
     return summary
 
 
-def bench_ratios(path):
-    """tokens/s and peak memory relative to standard's, per rule, from a benchmark file (eager, default
-    options); None when the file is missing."""
+def bench_ratios(path, size):
+    """tokens/s and peak memory relative to standard's, per rule at ``size``, from a benchmark file (eager,
+    default options); None when the file or the size is missing."""
     if not path.exists():
         return None
     rows = pd.DataFrame(json.loads(path.read_text())["results"])
-    rows = rows[~rows["compile"] & (rows["rule_options"].map(len) == 0)].set_index("variant")
+    rows = rows[(rows["size"] == size) & ~rows["compile"] & (rows["rule_options"].map(len) == 0)]
+    if "standard" not in set(rows["variant"]):
+        return None
+    rows = rows.set_index("variant")
     return pd.DataFrame({"tokens/s vs standard": rows["tokens_per_s_vs_standard"],
                          "memory vs standard": rows["peak_memory_bytes"] / rows.loc["standard", "peak_memory_bytes"]})
 
@@ -219,11 +222,10 @@ if wide is not None:
     # versions (the cross-depth rules got faster since the family runs), so they are no comparison of speed.
     sides = {}
     for name, frame in ((size, summary), (wide_size, wide)):
-        sides[name], measured = frame.copy(), bench_ratios(Path(bench_dir) / f"cpu-{name}.json")
+        sides[name], measured = frame.copy(), bench_ratios(Path(bench_file), name)
         if measured is not None:
             sides[name][["tokens/s vs standard", "memory vs standard"]] = measured.reindex(frame.index).to_numpy()
-        print(f"{name}: speed and memory from " + (f"{bench_dir}/cpu-{name}.json" if measured is not None
-                                                   else "its runs"))
+        print(f"{name}: speed and memory from " + (bench_file if measured is not None else "its runs"))
     measures = {"gap vs standard": "{:+.4f}", "p (Holm)": "{:.3f}", "tokens/s vs standard": "{:.2f}",
                 "memory vs standard": "{:.2f}"}
     both = pd.DataFrame({f"{name}: {column}": frame[column] for column in measures
