@@ -325,6 +325,12 @@ class MultiGateResiduals(_CrossDepthRule):
     read as the *carry* logit, so its negative starts the update gates nearly closed (Highway's carry bias)
     and closes them further with depth: 1/β − 1 grows like √D, and at D = D_base with one stream b = b_base.
     D counts sublayers, the residual steps a carried stream has to survive.
+    Not here: the paper's competitive (softmax) gate. Its definition is not in the part of the paper we could
+    read (the abstract and introduction); the one second-hand account describes a softmax over a carry logit
+    and the n stream logits. That reading is what gives the formula's −n a meaning: with the carry logit at
+    ln(√(D/D_base)(1 + e^{−b_base}) − n) and zero stream logits, every β_i = σ(b_base)·√(D_base/D) whatever n is.
+    Under the sigmoid gate used here the same bias gives β = 1/(1 + √(D/D_base)(1 + e^{−b_base}) − n): 0.055
+    at n = 4, D = 21, against σ(−3) = 0.047 (equal for n = 1). Kept as written until the paper's text settles it.
     Choice: the first n − 1 sublayers only append (the gates start once there are n streams), so
     ``gate_queries[:n-1]`` and ``gate_bias[:n-1]`` are unread in an unlooped model.
     """

@@ -237,6 +237,9 @@ def test_block_delta_attnres_with_identity_gate_is_exactly_standard_at_init():
 
 def test_mgr_carry_bias_is_depth_aware():
     assert mgr_carry_bias(21, 1) == pytest.approx(-3.0)  # D = D_base, one stream: b_base
+    # four streams at D_base: the sigmoid gate opens at 0.055, not σ(−3) = 0.047 (the docstring's note on the
+    # competitive reading, under which every stream would get σ(−3) at D_base whatever n is)
+    assert torch.sigmoid(torch.tensor(mgr_carry_bias(21, 4))).item() == pytest.approx(0.0553, abs=1e-4)
     assert mgr_carry_bias(48, 4) < mgr_carry_bias(16, 4) < mgr_carry_bias(6, 4) < 0  # deeper: more carry
     rule = build_rule("mgr", StreamShape(16, n_layers=3))
     assert torch.equal(rule.gate_bias, torch.full((6, 4), mgr_carry_bias(6, 4)))
