@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from .depth_mixing import (contiguous_grad, depth_attention, depth_attention_macs, full_precision,
+from .depth_mixing import (contiguous_grad, depth_attention_macs, full_precision,
                            inverse_rms, route, scored, sinkhorn, stream_read, stream_write)
 from .residuals import ConfigError, ResidualRule, StreamShape, register
 
@@ -376,8 +376,9 @@ class MultiGateResiduals(_CrossDepthRule):
                 inv = inverse_rms(s)
             if len(s) == 1:
                 return _Pooled(s, inv, s[0])
-            pool = ((s @ self.pool_queries[k, :, None]) * inv * scale).squeeze(-1)
-        return _Pooled(s, inv, depth_attention(list(pool.unbind(0)), list(s.unbind(0))))
+            # softmax over the streams, then one pass over them (``stream_read``)
+            pool = ((s @ self.pool_queries[k, :, None]) * inv * scale).squeeze(-1).softmax(0)
+            return _Pooled(s, inv, stream_read(pool, s, 0))
 
     def end(self, state):
         return state.h
@@ -425,7 +426,7 @@ class _HyperStreams(_CrossDepthRule):
 
     def read(self, state, i):
         with full_precision(state.streams):
-            return self.mixing(stream_read, state.coeffs[0].contiguous(), state.streams)
+            return self.mixing(stream_read, state.coeffs[0].contiguous(), state.streams, -2)
 
     def write(self, state, i, u):
         return self.mixing(self.mix_and_weigh, state, i, u)

@@ -65,36 +65,39 @@ def _depth_mix_flops(weights_shape, values_shape, out_shape=None, **kwargs) -> i
 
 
 @torch.library.custom_op("rrlib::stream_read", mutates_args=())
-def stream_read(weights: torch.Tensor, streams: torch.Tensor) -> torch.Tensor:
-    r"""HC's and mHC's read of their n streams:  h = \sum_j weights[..., j] · streams[..., j, :].
+def stream_read(weights: torch.Tensor, streams: torch.Tensor, dim: int) -> torch.Tensor:
+    r"""A weighted sum over stacked streams:  h = \sum_j weights_j · streams_j,  j along axis ``dim`` of ``streams``.
 
-    ``weights`` (..., n), ``streams`` (..., n, d), contiguous. ``vecdot`` over the stream axis reads the streams
-    once; depth_mix over their unbound views took 0.92 ms forward and backward at the family size on CPU
-    against 0.57 here, and a (1×n)·(n×d) bmm per token 3.1 ms.
+    ``streams`` (..., d) holds the streams along ``dim`` (HC and mHC: (B, T, n, d), dim −2; MGR: (k, B, T, d),
+    dim 0), ``weights`` has its shape without the last axis; both contiguous. ``vecdot`` over the stream axis
+    reads the streams once: at the family size on CPU, forward and backward, HC's read took 0.57 ms against
+    0.92 for depth_mix over the unbound streams (and 3.1 ms as a (1×n)·(n×d) bmm per token), MGR's pool 0.73
+    against 1.36.
     """
-    return torch.linalg.vecdot(weights.unsqueeze(-1), streams, dim=-2)
+    return torch.linalg.vecdot(weights.unsqueeze(-1), streams, dim=dim)
 
 
 @stream_read.register_fake
-def _(weights, streams):
-    return streams.sum(-2)
+def _(weights, streams, dim):
+    return streams.sum(dim)
 
 
 def _stream_read_context(ctx, inputs, output):
-    ctx.save_for_backward(*inputs)
+    weights, streams, ctx.dim = inputs
+    ctx.save_for_backward(weights, streams)
 
 
 def _stream_read_backward(ctx, grad):
     weights, streams = ctx.saved_tensors
-    grad = grad.unsqueeze(-2)
-    return torch.linalg.vecdot(grad, streams), weights.unsqueeze(-1) * grad
+    grad = grad.unsqueeze(ctx.dim)
+    return torch.linalg.vecdot(grad, streams), weights.unsqueeze(-1) * grad, None
 
 
 stream_read.register_autograd(_stream_read_backward, setup_context=_stream_read_context)
 
 
 @register_flop_formula(torch.ops.rrlib.stream_read)
-def _stream_read_flops(weights_shape, streams_shape, out_shape=None, **kwargs) -> int:
+def _stream_read_flops(weights_shape, streams_shape, dim, out_shape=None, **kwargs) -> int:
     return 2 * math.prod(streams_shape)
 
 

@@ -229,9 +229,13 @@ def test_stream_read_and_write_backward_are_autograds():
     streams, u = torch.randn(B, T, n, d, **f64), torch.randn(B, T, d, **f64)
     weights, mix, write = torch.randn(B, T, n, **f64), torch.randn(B, T, n, n, **f64), torch.randn(B, T, n, **f64)
     read_plain = lambda w, s: torch.einsum("btj,btjd->btd", w, s)  # noqa: E731
+    read_first_plain = lambda w, s: torch.einsum("jbt,jbtd->btd", w, s)  # noqa: E731  (MGR's layout)
     write_plain = lambda m, s, b, u: torch.einsum("btij,btjd->btid", m, s) + b[..., None] * u[..., None, :]  # noqa: E731
     for fn, plain, inputs, grad in (
-            (stream_read, read_plain, [weights, streams], torch.randn(B, T, d, **f64)),
+            (lambda w, s: stream_read(w, s, -2), read_plain, [weights, streams], torch.randn(B, T, d, **f64)),
+            (lambda w, s: stream_read(w, s, 0), read_first_plain,
+             [weights.permute(2, 0, 1).contiguous(), streams.permute(2, 0, 1, 3).contiguous()],
+             torch.randn(B, T, d, **f64)),
             (stream_write, write_plain, [mix, streams, write, u], torch.randn(B, T, n, d, **f64))):
         (out, grads), (ref, grads_ref) = _grads(fn, inputs, grad), _grads(plain, inputs, grad)
         torch.testing.assert_close(out, ref)
