@@ -40,7 +40,7 @@ if "google.colab" in sys.modules:
 # the model code is identical for all of them. Methods that add fewer parameters than Review are widened until
 # they reach Review's count, as the paper does for its baselines. Each seed fixes the batches and the
 # evaluation windows for every method, so differences are tested paired by seed (Holm-corrected over all
-# methods). The looped experiment trains L = 2 unique blocks applied N ∈ {1, 2, 4, 8} times at seven learning
+# methods). The looped experiment trains L = 2 unique blocks applied N ∈ {1, 2, 4, 8} times at eight learning
 # rates in steps of 2×, with each sublayer's update scaled by ε = λ/(N·√(L/12)) (`scaled`, the paper's
 # factored rule, λ = 1, its reference depth 12), by λ/(√N·√(L/12)) (`scaled_loops`, the 1/√N rule it is
 # tested against), or gated by Review. As in that paper, ε owns the depth scaling: under `scaled` and
@@ -60,7 +60,7 @@ steps = None  # training steps per run; None means the preset's
 out_root = "outputs/runs"  # run folders; finished runs are read, not retrained
 loop_size = "looped"  # the looped preset: sizes looped<N>
 loops = [1, 2, 4, 8]  # N
-lrs = [0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032]  # the looped learning-rate sweep, steps of 2x (scripts/family_study.sh)
+lrs = [0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064]  # the looped learning-rate sweep, steps of 2x (scripts/family_study.sh)
 loop_variants = ["scaled", "scaled_loops", "review"]
 loop_seeds = None  # None means the preset's
 loop_steps = None  # None means the preset's

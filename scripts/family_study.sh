@@ -10,7 +10,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export JOBS=${JOBS:-2}
 SIZE=${SIZE-family}
-LRS=${LRS-"0.0005 0.001 0.002 0.004 0.008 0.016 0.032"}
+LRS=${LRS-"0.0005 0.001 0.002 0.004 0.008 0.016 0.032 0.064"}
 LOOPS=${LOOPS-"8 4 2 1"}
 LOOP_SEEDS=${LOOP_SEEDS-"0 1 2"}
 {
