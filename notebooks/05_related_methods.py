@@ -207,7 +207,7 @@ plots.show_figure(fig, "05_family_loss", figures_dir)
 wide = None
 if wide_size is not None:
     wide_table = results_table(out_root, wide_size)
-    wide_table = wide_table[wide_table["variant"].isin(variants)] if len(wide_table) else wide_table
+    wide_table = wide_table[wide_table["variant"].isin(variants)]
     if len(wide_table) and "standard" in set(wide_table["variant"]):
         wide = family_summary(wide_table, variants)
         show_summary(wide, f"05_{wide_size}_summary")
@@ -218,7 +218,7 @@ if wide_size is not None:
 # %%
 if wide is not None:
     # speed and memory from the benchmark where it measured this size: every rule in the same interleaved rounds
-    # at one thread. The runs' own tokens/s (the tables above) come from different sessions, loads and code
+    # at one thread. The runs' own tokens/s (the tables above) come from different days, loads and code
     # versions (the cross-depth rules got faster since the family runs), so they are no comparison of speed.
     sides = {}
     for name, frame in ((size, summary), (wide_size, wide)):
@@ -370,8 +370,7 @@ for name, frame in ((size, summary), (wide_size, wide)):
         continue
     print(f"{name}: significantly better than standard after Holm: {', '.join(significant(frame, 1)) or 'none'}; "
           f"significantly worse: {', '.join(significant(frame, -1)) or 'none'}.")
-if wide is not None:
-    common = [v for v in summary.index if v in wide.index and v != "standard"]
+if wide is not None:  # `common`: the methods at both widths, from the side-by-side cell
     same_sign = [v for v in common if np.sign(summary.loc[v, "gap vs standard"]) == np.sign(wide.loc[v, "gap vs standard"])]
     print(f"At both widths the gap against standard has the same sign for {len(same_sign)} of {len(common)} methods; "
           f"{wide_size}'s lowest loss: {wide['loss'].idxmin()} ({wide['loss'].min():.4f}), standard "

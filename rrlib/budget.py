@@ -40,11 +40,13 @@ def paper_tokens_per_s(csv_path) -> dict[tuple, dict[str, float]]:
     df["variant"] = df["variant"].replace(PAPER_VARIANTS)
     df = df[df["size"].isin(PAPER_SIZES)]
     out: dict[tuple, dict[str, float]] = {}
-    for (size, variant), runs in df.groupby(["size", "variant"]):
+    for size, size_runs in df.groupby("size"):
         preset = load_preset(PAPER_SIZES[size])  # the paper's batch × context, as its preset has them
-        tokens = runs["steps"].sum() * preset.train.batch_size * preset.model.seq_len
-        # total tokens over total time: the speed at which its seeds' runs took the minutes they record
-        out.setdefault(architecture(PAPER_SIZES[size]), {})[variant] = tokens / (runs["minutes"].sum() * 60)
+        tokens_per_step = preset.train.batch_size * preset.model.seq_len
+        speeds = out.setdefault(architecture(PAPER_SIZES[size]), {})
+        for variant, runs in size_runs.groupby("variant"):
+            # total tokens over total time: the speed at which its seeds' runs took the minutes they record
+            speeds[variant] = runs["steps"].sum() * tokens_per_step / (runs["minutes"].sum() * 60)
     return out
 
 

@@ -255,8 +255,8 @@ class _Normalise(torch.autograd.Function):
     def backward(ctx, grad):
         saved = ctx.saved_tensors
         for j in reversed(range(0, len(saved), 2)):
-            y, s = saved[j], saved[j + 1]
-            grad = (grad - torch.linalg.vecdot(grad, y, dim=j // 2 % 2).unsqueeze(j // 2 % 2)).div_(s)
+            y, s, axis = saved[j], saved[j + 1], j // 2 % 2  # the forward's pairs alternate axes 0 and 1
+            grad = (grad - torch.linalg.vecdot(grad, y, dim=axis).unsqueeze(axis)).div_(s)
         return grad, None
 
 
