@@ -1,0 +1,110 @@
+"""rrlib.native's CPU kernels against the PyTorch path they replace: the same numbers, forward and backward."""
+import os
+
+import pytest
+import torch
+
+from rrlib import native
+from rrlib.config import resolve_run
+from rrlib.depth_mixing import SINKHORN_ITERS, inverse_rms, kernels_for, sinkhorn, stream_read, stream_write
+from rrlib.model import GPT
+
+F64 = dict(dtype=torch.float64)
+
+
+@pytest.fixture
+def kernels():
+    built = native.kernels()
+    if built is None:
+        if os.environ.get("CI"):
+            pytest.fail("rrlib's CPU kernels did not build in CI (a C++ compiler and ninja are needed)")
+        pytest.skip("rrlib's CPU kernels could not be built here")
+    return built
+
+
+def _with_and_without(monkeypatch, fn, inputs, grad):
+    """fn's output and input gradients with the kernels, then with RRLIB_NATIVE=0 (the PyTorch path)."""
+    results = []
+    for setting in ("1", "0"):
+        monkeypatch.setenv("RRLIB_NATIVE", setting)
+        leaves = [x.detach().clone().requires_grad_() for x in inputs]
+        out = fn(*leaves)
+        out.backward(grad)
+        results.append((out.detach(), [x.grad for x in leaves]))
+    return results
+
+
+def _assert_same(results, **tolerance):
+    (out, grads), (ref, grads_ref) = results
+    torch.testing.assert_close(out, ref, **tolerance)
+    for g, g_ref in zip(grads, grads_ref):
+        torch.testing.assert_close(g, g_ref, **tolerance)
+        assert g.abs().max() > 1e-6  # a live gradient, not two zeros
+
+
+@pytest.mark.parametrize("n, d", [(4, 6), (3, 37), (8, 1)])
+def test_stream_read_and_write_kernels_match_pytorch(kernels, monkeypatch, n, d):
+    B, T = 2, 5
+    streams, u = torch.randn(B, T, n, d, **F64), torch.randn(B, T, d, **F64)
+    weights, mix, write = torch.randn(B, T, n, **F64), torch.randn(B, T, n, n, **F64), torch.randn(B, T, n, **F64)
+    _assert_same(_with_and_without(monkeypatch, lambda w, s: stream_read(w, s, -2), [weights, streams],
+                                   torch.randn(B, T, d, **F64)))
+    _assert_same(_with_and_without(monkeypatch, stream_write, [mix, streams, write, u],
+                                   torch.randn(B, T, n, d, **F64)))
+
+
+@pytest.mark.parametrize("shape", [(3, 5, 8), (2, 4, 3, 77)])
+def test_inverse_rms_kernel_matches_pytorch(kernels, monkeypatch, shape):
+    x = torch.randn(shape, **F64) * 3
+    _assert_same(_with_and_without(monkeypatch, inverse_rms, [x], torch.randn(*shape[:-1], 1, **F64)))
+
+
+@pytest.mark.parametrize("tokens", [1, 64, 130])  # under, at and over one chunk of the kernel's 64 lanes
+def test_sinkhorn_kernel_matches_pytorch(kernels, monkeypatch, tokens):
+    logits = torch.randn(2, tokens, 4, 4, **F64) * 2
+    results = _with_and_without(monkeypatch, sinkhorn, [logits], torch.randn(2, tokens, 4, 4, **F64))
+    _assert_same(results, rtol=1e-5, atol=1e-6)  # Sinkhorn always runs in fp32
+    rows = results[0][0].sum(-1)
+    torch.testing.assert_close(rows, torch.ones_like(rows))  # rows sum to 1 after the last normalisation
+
+
+@pytest.mark.parametrize("variant", ["hc", "mhc"])
+def test_models_train_the_same_with_and_without_the_kernels(monkeypatch, kernels, variant):
+    """A whole model's loss and every parameter's gradient, fp32: the kernels change nothing but rounding."""
+    run = resolve_run("micro", variant, 0, {"train": {"device": "cpu"}})
+    torch.manual_seed(0)
+    model = GPT(run.model)
+    with torch.no_grad():  # off the init, so that every coefficient path carries a gradient
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.02)
+    x = torch.randint(0, run.model.vocab_size, (2, run.model.seq_len))
+    results = []
+    for setting in ("1", "0"):
+        monkeypatch.setenv("RRLIB_NATIVE", setting)
+        model.zero_grad()
+        _, loss = model(x, x)
+        loss.backward()
+        results.append((loss.detach(), [p.grad.clone() for p in model.parameters()]))
+    (loss, grads), (loss_ref, grads_ref) = results
+    torch.testing.assert_close(loss, loss_ref, rtol=1e-5, atol=1e-6)
+    for g, g_ref in zip(grads, grads_ref):
+        torch.testing.assert_close(g, g_ref, rtol=1e-4, atol=1e-6)
+
+
+def test_kernels_apply_only_to_contiguous_cpu_float_tensors(kernels):
+    x = torch.randn(4, 6)
+    assert kernels_for(x, torch.randn(4)) is kernels
+    assert kernels_for(x.T) is None  # strided: the PyTorch path, not a copy
+    assert kernels_for(x.to(torch.bfloat16)) is None
+    assert kernels_for(x, x.double()) is None  # mixed dtypes
+
+
+def test_a_strided_tensor_passed_to_a_kernel_is_refused_by_name(kernels):
+    with pytest.raises(RuntimeError, match="streams must be contiguous"):
+        kernels.stream_read(torch.randn(8, 4), torch.randn(8, 6, 4).transpose(1, 2))
+
+
+def test_rrlib_native_0_turns_the_kernels_off(monkeypatch):
+    monkeypatch.setenv("RRLIB_NATIVE", "0")
+    assert native.kernels() is None
+    assert kernels_for(torch.randn(3)) is None
