@@ -32,18 +32,14 @@ import math
 from typing import NamedTuple
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from .depth_mixing import (contiguous_grad, depth_attention_macs, full_precision,
-                           inverse_rms, route, scored, sinkhorn, stream_read, stream_write)
+                           inverse_rms, route, scored, stream_write)
+from .gate_pool import gate_pool, gate_pool_plain, pool
+from .hyper_weights import hc_read_and_weigh, mhc_read_and_weigh
 from .residuals import ConfigError, ResidualRule, StreamShape, register
-
-
-def _spread(values: torch.Tensor, counts: list[int]) -> torch.Tensor:
-    """values[j] repeated counts[j] times, e.g. one scale per group of coefficient columns."""
-    return torch.cat([values[j:j + 1].expand(c) for j, c in enumerate(counts)])
 
 
 def _positive_int(name: str, value) -> int:
@@ -368,17 +364,13 @@ class MultiGateResiduals(_CrossDepthRule):
         with full_precision(s):
             if i < self.n_streams - 1:
                 s, inv = torch.cat([s, u.unsqueeze(0)]), torch.cat([inv, inverse_rms(u).unsqueeze(0)])
-            else:
-                score = (s @ self.gate_queries[k, :, None]) * inv * scale
-                beta = torch.sigmoid(score + self.gate_bias[k].view(-1, 1, 1, 1))
-                # s + β (u − s); lerp keeps s, u and β for its backward instead of the difference u − s
-                s = torch.lerp(s, u, beta)
-                inv = inverse_rms(s)
-            if len(s) == 1:
+                return _Pooled(s, inv, pool(s, inv, self.pool_queries[k], scale))
+            if len(s) == 1:  # one stream: its gate, and the pool is the stream itself
+                s, inv, _ = gate_pool_plain(s, inv, u, self.gate_queries[k], self.gate_bias[k],
+                                            self.pool_queries[k], scale)
                 return _Pooled(s, inv, s[0])
-            # softmax over the streams, then one pass over them (``stream_read``)
-            pool = ((s @ self.pool_queries[k, :, None]) * inv * scale).squeeze(-1).softmax(0)
-            return _Pooled(s, inv, stream_read(pool, s, 0))
+            return _Pooled(*gate_pool(s, inv, u, self.gate_queries[k], self.gate_bias[k], self.pool_queries[k],
+                                      scale))
 
     def end(self, state):
         return state.h
@@ -397,7 +389,7 @@ class MultiGateResiduals(_CrossDepthRule):
 
 class _Hyper(NamedTuple):
     streams: torch.Tensor  # (B, T, n, d)
-    coeffs: tuple | None  # the pending step's (read, write, mix) weights, computed from ``streams``
+    pending: tuple | None  # the pending step's input h and its (write, mix) weights, computed from ``streams``
 
 
 class _HyperStreams(_CrossDepthRule):
@@ -407,8 +399,9 @@ class _HyperStreams(_CrossDepthRule):
         update:  x' = M x + b ⊗ u                mixing M ∈ R^{n×n} (row i makes stream i), write weights b ∈ R^n
         head:    \sum_j x_j                     x^0 = (x0, …, x0)
 
-    ``coefficients(x, i)`` gives (a, b, M) for step i from a projection of ``n_columns`` columns. ``write``
-    computes the next step's weights from the streams they will read, so each projection runs once per step.
+    ``read_and_weigh(x, i)`` gives step i's input h and its (b, M) from a projection of ``n_columns`` columns
+    (h needs only the streams and a, so it is read at once). ``write`` makes the next step's streams and reads
+    them, so each projection runs once per step and the streams have two consumers (rrlib.hyper_weights).
     """
 
     def __init__(self, shape: StreamShape, n_streams: int, n_columns: int, recompute: bool = False):
@@ -416,28 +409,28 @@ class _HyperStreams(_CrossDepthRule):
         self.n_streams = _positive_int("n_streams", n_streams)
         self.n_columns = n_columns
 
-    def coefficients(self, streams, i):
+    def read_and_weigh(self, streams, i):
         raise NotImplementedError
 
     def begin(self, x0):
         # contiguous: CPU bmm copies each token's matrix of a broadcast (stride-0) operand apart, 11 ms a step
         streams = x0.unsqueeze(-2).expand(*x0.shape[:-1], self.n_streams, x0.shape[-1]).contiguous()
-        return _Hyper(streams, self.mixing(self.coefficients, streams, 0))
+        with full_precision(streams):
+            return _Hyper(streams, self.mixing(self.read_and_weigh, streams, 0))
 
     def read(self, state, i):
-        with full_precision(state.streams):
-            return self.mixing(stream_read, state.coeffs[0].contiguous(), state.streams, -2)
+        return state.pending[0]
 
     def write(self, state, i, u):
         return self.mixing(self.mix_and_weigh, state, i, u)
 
     def mix_and_weigh(self, state, i, u):
         """The streams after step i, and the weights step i + 1 reads them with."""
-        _, write, mix = state.coeffs
+        _, write, mix = state.pending
         with full_precision(state.streams):
             streams = stream_write(mix.contiguous(), state.streams, write.contiguous(),
                                    u.to(state.streams.dtype).contiguous())
-        return _Hyper(streams, self.coefficients(streams, i + 1) if i + 1 < self.shape.n_steps else None)
+            return _Hyper(streams, self.read_and_weigh(streams, i + 1) if i + 1 < self.shape.n_steps else None)
 
     def end(self, state):
         # the sum's gradient is one (B, T, d) tensor broadcast over the streams (stride 0), and CPU bmm's backward
@@ -486,13 +479,10 @@ class HyperConnections(_HyperStreams):
         nn.init.zeros_(self.dynamic)
         nn.init.constant_(self.scales, 0.01)
 
-    def coefficients(self, streams, i):
-        """(A_m, B, A_rᵀ) for step i: (B, T, n), (B, T, n), (B, T, n, n)."""
-        k, n = self.shape.unique(i), self.n_streams
-        with full_precision(streams):
-            c = self.static[k] + _spread(self.scales[k], [n + 1, 1]) * torch.tanh(
-                F.linear(streams, self.dynamic[k]) * inverse_rms(streams))
-        return c[..., 0], c[..., n + 1], c[..., 1:n + 1].transpose(-1, -2)
+    def read_and_weigh(self, streams, i):
+        """Step i's input A_mᵀ H and its (B, A_rᵀ): (B, T, d), (B, T, n), (B, T, n, n)."""
+        k = self.shape.unique(i)
+        return hc_read_and_weigh(streams, self.dynamic[k], self.static[k], self.scales[k])
 
 
 @register("mhc")
@@ -542,12 +532,7 @@ class ManifoldHyperConnections(_HyperStreams):
         nn.init.zeros_(self.phi)
         nn.init.constant_(self.alpha, 0.01)
 
-    def coefficients(self, x, i):
-        """(H_pre, H_post, H_res) for step i: (B, T, n), (B, T, n), (B, T, n, n), all fp32."""
-        k, n = self.shape.unique(i), self.n_streams
-        with full_precision(x):
-            flat = x.flatten(-2).float()
-            projected = F.linear(flat, self.phi[k]) * inverse_rms(flat)
-            logits = _spread(self.alpha[k], [n, n, n * n]) * projected + self.bias[k]
-            pre, post = torch.sigmoid(logits[..., :n]), 2 * torch.sigmoid(logits[..., n:2 * n])
-        return pre, post, sinkhorn(logits[..., 2 * n:].unflatten(-1, (n, n)))
+    def read_and_weigh(self, x, i):
+        """Step i's input H_pre x and its (H_post, H_res): (B, T, d), (B, T, n), (B, T, n, n), the weights fp32."""
+        k = self.shape.unique(i)
+        return mhc_read_and_weigh(x, self.phi[k], self.alpha[k], self.bias[k])

@@ -9,7 +9,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from rrlib.config import ModelConfig, count_params
 from rrlib.cross_depth import mgr_carry_bias
-from rrlib.depth_mixing import sinkhorn
+from rrlib.depth_mixing import projected_rms, sinkhorn
+from rrlib.hyper_weights import mhc_weights_plain
 from rrlib.model import GPT
 from rrlib.residuals import RULES, ConfigError, StreamShape, build_rule
 
@@ -306,7 +307,7 @@ def test_mhc_at_init_carries_the_standard_residual_in_every_stream():
         state, h = rule.write(state, i, u), standard.write(h, i, u)
         torch.testing.assert_close(state.streams, h.unsqueeze(-2).expand_as(state.streams))
     torch.testing.assert_close(rule.end(state), N_STREAMS * h)
-    assert state.coeffs is None  # no weights are computed for a step after the last
+    assert state.pending is None  # no weights are computed for a step after the last
 
 
 def test_mhc_mappings_stay_on_their_manifolds():
@@ -319,7 +320,10 @@ def test_mhc_mappings_stay_on_their_manifolds():
         rule.bias.add_(torch.randn_like(rule.bias) * 0.3)
     state = rule.begin(torch.randn(2, 5, 32))
     for i in range(6):
-        pre, post, res = state.coeffs
+        _, post, res = state.pending
+        k = rule.shape.unique(i)
+        pre, *_ = mhc_weights_plain(projected_rms(state.streams.flatten(-2), rule.phi[k]), rule.alpha[k],
+                                    rule.bias[k], 4)
         assert res.dtype == torch.float32 and (res >= 0).all()
         torch.testing.assert_close(res.sum(-1), torch.ones(2, 5, 4), rtol=0, atol=1e-3)
         torch.testing.assert_close(res.sum(-2), torch.ones(2, 5, 4), rtol=0, atol=1e-3)

@@ -6,7 +6,10 @@ import torch
 
 from rrlib import native
 from rrlib.config import resolve_run
-from rrlib.depth_mixing import SINKHORN_ITERS, inverse_rms, kernels_for, sinkhorn, stream_read, stream_write
+from rrlib.depth_mixing import (RMS_EPS, inverse_rms, kernels_for, projected_rms, sinkhorn, stream_read,
+                                stream_write)
+from rrlib.gate_pool import gate_pool, pool
+from rrlib.hyper_weights import hc_read_and_weigh, mhc_read_and_weigh
 from rrlib.model import GPT
 
 F64 = dict(dtype=torch.float64)
@@ -66,6 +69,59 @@ def test_sinkhorn_kernel_matches_pytorch(kernels, monkeypatch, tokens):
     _assert_same(results, rtol=1e-5, atol=1e-6)  # Sinkhorn always runs in fp32
     rows = results[0][0].sum(-1)
     torch.testing.assert_close(rows, torch.ones_like(rows))  # rows sum to 1 after the last normalisation
+
+
+def _flat(outputs):
+    return torch.cat([t.flatten() for t in outputs])
+
+
+@pytest.mark.parametrize("n, d", [(4, 6), (3, 19)])
+def test_hc_read_and_weigh_kernels_match_pytorch(kernels, monkeypatch, n, d):
+    streams, weight = torch.randn(2, 5, n, d, **F64), torch.randn(n + 2, d, **F64)
+    static, scales = torch.randn(n, n + 2, **F64), torch.rand(2, **F64) + 0.5
+    fn = lambda *inputs: _flat(hc_read_and_weigh(*inputs))  # noqa: E731
+    grad = torch.randn(2 * 5 * (d + n + n * n), **F64)
+    _assert_same(_with_and_without(monkeypatch, fn, [streams, weight, static, scales], grad))
+
+
+@pytest.mark.parametrize("tokens", [3, 70])  # under and over one chunk of the Sinkhorn kernel's 64 lanes
+def test_mhc_read_and_weigh_kernels_match_pytorch(kernels, monkeypatch, tokens):
+    n, d = 4, 5
+    streams, weight = torch.randn(tokens, n, d), torch.randn(2 * n + n * n, n * d) * 0.3
+    alpha, bias = torch.rand(3) + 0.5, torch.randn(2 * n + n * n)
+    fn = lambda *inputs: _flat(mhc_read_and_weigh(*inputs))  # noqa: E731
+    grad = torch.randn(tokens * (d + n + n * n))
+    _assert_same(_with_and_without(monkeypatch, fn, [streams, weight, alpha, bias], grad), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("k", [2, 4])
+def test_mgr_gate_and_pool_kernels_match_pytorch(kernels, monkeypatch, k):
+    B, T, d = 2, 5, 7
+    s = torch.randn(k, B, T, d, **F64)
+    inv = inverse_rms(s) * (1 + torch.rand(k, B, T, 1, **F64))  # any positive input: its gradient is checked too
+    u, gate_query, pool_query = torch.randn(B, T, d, **F64), torch.randn(d, **F64), torch.randn(d, **F64)
+    gate_bias = torch.randn(k, **F64)
+    fn = lambda *inputs: _flat(gate_pool(*inputs, 0.4))  # noqa: E731
+    grad = torch.randn(k * B * T * d + k * B * T + B * T * d, **F64)  # for (s', inv', h)
+    _assert_same(_with_and_without(monkeypatch, fn, [s, inv, u, gate_query, gate_bias, pool_query], grad))
+    _assert_same(_with_and_without(monkeypatch, lambda s, inv, q: pool(s, inv, q, 0.4), [s, inv, pool_query],
+                                   torch.randn(B, T, d, **F64)))
+
+
+@pytest.mark.parametrize("shape, k", [((2, 5, 4, 7), 6), ((3, 28), 24)])
+def test_projected_rms_backward_is_autograds(monkeypatch, shape, k):
+    x, weight = torch.randn(shape, **F64) * 2, torch.randn(k, shape[-1], **F64)
+    plain = lambda x, w: torch.nn.functional.linear(x, w) * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + RMS_EPS)  # noqa: E731
+    grad = torch.randn(*shape[:-1], k, **F64)
+    for setting in ("1", "0"):
+        monkeypatch.setenv("RRLIB_NATIVE", setting)
+        results = []
+        for fn in (projected_rms, plain):
+            leaves = [x.clone().requires_grad_(), weight.clone().requires_grad_()]
+            out = fn(*leaves)
+            out.backward(grad)
+            results.append((out.detach(), [t.grad for t in leaves]))
+        _assert_same(results)
 
 
 @pytest.mark.parametrize("variant", ["hc", "mhc"])

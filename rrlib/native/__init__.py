@@ -1,10 +1,12 @@
-"""The multi-stream rules' CPU kernels (``stream_ops.cpp``), built on first use with the system's C++ compiler.
+"""CPU kernels for the multi-stream rules (HC, mHC, MGR) in ``stream_ops.cpp``, built on first use with the
+system's C++ compiler and registered as operators (``torch.ops.rrlib_native``).
 
-``kernels()`` returns the compiled module, or None where it cannot be built (no compiler, or
-``RRLIB_NATIVE=0`` in the environment); rrlib.depth_mixing then runs the same formulas as PyTorch operations,
-so a rule's numbers never depend on whether it was built (tests/test_native.py compares the two). The build
-takes about a minute once and is cached by PyTorch (``TORCH_EXTENSIONS_DIR``, by default under
-``~/.cache/torch_extensions``), keyed by the source, so a changed kernel is rebuilt.
+``kernels()`` returns those operators, or None where they cannot be built (no compiler or ninja) or
+``RRLIB_NATIVE=0`` is set; the callers (rrlib.depth_mixing, rrlib.hyper_weights, rrlib.gate_pool) then run the
+same formulas as PyTorch operations, so a rule computes the same numbers either way, to rounding
+(tests/test_native.py compares the two). They run on CPU tensors only; CUDA always takes the PyTorch path. The
+build takes about 15 s once and is cached by PyTorch (``TORCH_EXTENSIONS_DIR``, by default under
+``~/.cache/torch_extensions``), keyed by the source and flags, so a changed kernel is rebuilt.
 """
 from __future__ import annotations
 
@@ -31,12 +33,31 @@ def _build():
         load(name="rrlib_stream_ops", sources=[str(SOURCE)],
              extra_cflags=["-O3", "-fopenmp-simd", "-march=native", "-mprefer-vector-width=256"],
              is_python_module=False, verbose=False)
+        _register_flop_formulas(torch.ops.rrlib_native)
         return torch.ops.rrlib_native
     except Exception as error:  # no compiler or ninja, or a failed build: fall back, and say so once
         warnings.warn(f"rrlib's CPU kernels could not be built ({type(error).__name__}: {error}); the "
                       "multi-stream rules run as PyTorch operations, with the same numbers and slower",
                       stacklevel=3)
         return None
+
+
+def _register_flop_formulas(ops) -> None:
+    """The contractions of MGR's kernels, for torch's FLOP counter (the others run inside rrlib's own operators,
+    which carry their formulas): per token and stream, the gate's and the pool's scores and the pool's weighted
+    sum are d multiply-adds each (the pool alone: two); a backward pass costs twice its forward."""
+    from torch.utils.flop_counter import register_flop_formula
+
+    def contractions(per_row):
+        def flops(streams_shape, *args, out_shape=None, **kwargs) -> int:
+            return 2 * per_row * streams_shape[0] * streams_shape[1] * streams_shape[2]
+        return flops
+
+    register_flop_formula(ops.mgr_gate_pool)(contractions(3))
+    register_flop_formula(ops.mgr_pool)(contractions(2))
+    register_flop_formula(ops.mgr_pool_backward)(lambda grad, streams, *a, **k: 2 * contractions(2)(streams))
+    register_flop_formula(ops.mgr_gate_pool_backward)(
+        lambda grad_streams, *a, **k: 2 * contractions(3)(grad_streams))
 
 
 def kernels():

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <tuple>
 #include <vector>
 
@@ -231,7 +232,7 @@ constexpr int64_t kLanes = 64;
 template <typename scalar_t>
 void sinkhorn_chunk(scalar_t* m, int64_t n, int64_t iters, scalar_t* trace, scalar_t* sums) {
   const int64_t nn = n * n;
-  std::vector<scalar_t> local(n * kLanes);
+  std::vector<scalar_t> local(n * kLanes), inverse(n * kLanes);
   for (int64_t k = 0; k < iters; ++k) {
     for (int axis = 0; axis < 2; ++axis) {
       const int64_t step = 2 * k + axis;
@@ -244,11 +245,13 @@ void sinkhorn_chunk(scalar_t* m, int64_t n, int64_t iters, scalar_t* trace, scal
           for (int64_t l = 0; l < kLanes; ++l) total[l] += row[l];
         }
       }
+      // one division per sum and a product per entry: the divisions were most of the kernel's time
+      for (int64_t a = 0; a < n * kLanes; ++a) inverse[a] = scalar_t(1) / sum[a];
       for (int64_t i = 0; i < n; ++i)
         for (int64_t j = 0; j < n; ++j) {
           scalar_t* entry = m + (i * n + j) * kLanes;
-          const scalar_t* total = sum + (axis == 0 ? j : i) * kLanes;
-          for (int64_t l = 0; l < kLanes; ++l) entry[l] /= total[l];
+          const scalar_t* by = inverse.data() + (axis == 0 ? j : i) * kLanes;
+          for (int64_t l = 0; l < kLanes; ++l) entry[l] *= by[l];
         }
       if (trace) std::copy(m, m + nn * kLanes, trace + step * nn * kLanes);
     }
@@ -294,9 +297,45 @@ at::Tensor sinkhorn(at::Tensor m0, int64_t iters) {
   return out;
 }
 
-// The gradient of sinkhorn(m0) with respect to m0. The iterates are recomputed chunk by chunk (cheap next to
-// keeping 2·iters copies of the matrices from the forward pass). Backward of one division y = m / s, s the
-// sum over the axis:  dm = (dy − Σ_axis(dy · y)) / s.
+// Scratch space for the backward pass through one chunk's Sinkhorn rounds.
+template <typename scalar_t>
+struct SinkhornScratch {
+  std::vector<scalar_t> trace, sums, dots, inverse;
+  SinkhornScratch(int64_t n, int64_t iters)
+      : trace(2 * iters * n * n * kLanes), sums(2 * iters * n * kLanes), dots(n * kLanes), inverse(n * kLanes) {}
+};
+
+// g (a chunk's gradient with respect to Sinkhorn's output) becomes the gradient with respect to its input m
+// (the chunk, overwritten by the recomputed rounds). Backward of one division y = m / s, s the sum over the
+// axis:  dm = (dy − Σ_axis(dy · y)) / s.
+template <typename scalar_t>
+void sinkhorn_chunk_backward(scalar_t* m, scalar_t* g, int64_t n, int64_t iters, SinkhornScratch<scalar_t>& tmp) {
+  const int64_t nn = n * n;
+  sinkhorn_chunk<scalar_t>(m, n, iters, tmp.trace.data(), tmp.sums.data());
+  for (int64_t step = 2 * iters - 1; step >= 0; --step) {
+    const int axis = step % 2;
+    const scalar_t* y = tmp.trace.data() + step * nn * kLanes;
+    const scalar_t* s = tmp.sums.data() + step * n * kLanes;
+    for (int64_t a = 0; a < n; ++a) {
+      scalar_t* dot = tmp.dots.data() + a * kLanes;
+      for (int64_t l = 0; l < kLanes; ++l) dot[l] = 0;
+      for (int64_t b = 0; b < n; ++b) {
+        const int64_t e = (axis == 0 ? b * n + a : a * n + b) * kLanes;
+        for (int64_t l = 0; l < kLanes; ++l) dot[l] += g[e + l] * y[e + l];
+      }
+    }
+    for (int64_t a = 0; a < n * kLanes; ++a) tmp.inverse[a] = scalar_t(1) / s[a];
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        const int64_t a = (axis == 0 ? j : i) * kLanes;
+        scalar_t* ge = g + (i * n + j) * kLanes;
+        for (int64_t l = 0; l < kLanes; ++l) ge[l] = (ge[l] - tmp.dots[a + l]) * tmp.inverse[a + l];
+      }
+  }
+}
+
+// The gradient of sinkhorn(m0) with respect to m0. The rounds are recomputed chunk by chunk, which costs less
+// than keeping 2·iters copies of the matrices from the forward pass.
 at::Tensor sinkhorn_backward(at::Tensor grad, at::Tensor m0, int64_t iters) {
   check_sinkhorn(m0);
   check(grad, "grad");
@@ -307,37 +346,398 @@ at::Tensor sinkhorn_backward(at::Tensor grad, at::Tensor m0, int64_t iters) {
     const scalar_t* G = grad.data_ptr<scalar_t>();
     scalar_t* O = out.data_ptr<scalar_t>();
     at::parallel_for(0, (N + kLanes - 1) / kLanes, 1, [&](int64_t first, int64_t last) {
-      std::vector<scalar_t> chunk(nn * kLanes), g(nn * kLanes), dots(n * kLanes);
-      std::vector<scalar_t> trace(2 * iters * nn * kLanes), sums(2 * iters * n * kLanes);
+      std::vector<scalar_t> chunk(nn * kLanes), g(nn * kLanes);
+      SinkhornScratch<scalar_t> tmp(n, iters);
       for (int64_t c = first; c < last; ++c) {
         const int64_t begin = c * kLanes, count = std::min(kLanes, N - begin);
         gather(M0, begin, count, nn, chunk.data());
-        sinkhorn_chunk<scalar_t>(chunk.data(), n, iters, trace.data(), sums.data());
         gather(G, begin, count, nn, g.data());
-        for (int64_t step = 2 * iters - 1; step >= 0; --step) {
-          const int axis = step % 2;
-          const scalar_t* y = trace.data() + step * nn * kLanes;
-          const scalar_t* s = sums.data() + step * n * kLanes;
-          for (int64_t a = 0; a < n; ++a) {
-            scalar_t* dot = dots.data() + a * kLanes;
-            for (int64_t l = 0; l < kLanes; ++l) dot[l] = 0;
-            for (int64_t b = 0; b < n; ++b) {
-              const int64_t e = (axis == 0 ? b * n + a : a * n + b) * kLanes;
-              for (int64_t l = 0; l < kLanes; ++l) dot[l] += g[e + l] * y[e + l];
-            }
-          }
-          for (int64_t i = 0; i < n; ++i)
-            for (int64_t j = 0; j < n; ++j) {
-              const int64_t a = (axis == 0 ? j : i) * kLanes;
-              scalar_t* ge = g.data() + (i * n + j) * kLanes;
-              for (int64_t l = 0; l < kLanes; ++l) ge[l] = (ge[l] - dots[a + l]) / s[a + l];
-            }
-        }
+        sinkhorn_chunk_backward(chunk.data(), g.data(), n, iters, tmp);
         scatter(g.data(), begin, count, nn, O);
       }
     });
   });
   return out;
+}
+
+// ---- the per-token weights of HC and mHC from their projections (the elementwise tails of rrlib.cross_depth's
+// coefficient functions: a few dozen small operations per sublayer as PyTorch, one loop here)
+
+constexpr int64_t kTokensPerPartial = 256;  // tokens whose parameter gradients are summed into one partial sum
+
+int64_t n_partials(int64_t N) { return (N + kTokensPerPartial - 1) / kTokensPerPartial; }
+
+// HC:  c = static + s ⊙ tanh(P),  tanh(P) (N, n, n+2) computed by the caller (ATen's tanh is vectorised),
+//      s = s_α on columns 0…n and s_β on column n+1;
+//      a[j] = c[j, 0],  b[i] = c[i, n+1],  M[i, j] = c[j, 1+i]  (A_rᵀ: row i of M makes stream i).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> hc_weights(at::Tensor th, at::Tensor stat, at::Tensor scales) {
+  check(th, "tanh of the projection");
+  check(stat, "static");
+  check(scales, "scales");
+  const int64_t N = th.size(0), n = th.size(1), K = th.size(2);
+  TORCH_CHECK(K == n + 2 && stat.numel() == n * K && scales.numel() == 2, "HC's weights take (N, n, n + 2)");
+  auto a = at::empty({N, n}, th.options()), b = at::empty({N, n}, th.options());
+  auto m = at::empty({N, n, n}, th.options());
+  AT_DISPATCH_FLOATING_TYPES(th.scalar_type(), "hc_weights", [&] {
+    const scalar_t *TH = th.data_ptr<scalar_t>(), *C0 = stat.data_ptr<scalar_t>();
+    const scalar_t sa = scales.data_ptr<scalar_t>()[0], sb = scales.data_ptr<scalar_t>()[1];
+    scalar_t *A = a.data_ptr<scalar_t>(), *B = b.data_ptr<scalar_t>(), *M = m.data_ptr<scalar_t>();
+    each_token(N, [&](int64_t t) {
+      for (int64_t j = 0; j < n; ++j) {
+        const scalar_t* tj = TH + (t * n + j) * K;
+        const scalar_t* cj = C0 + j * K;
+        A[t * n + j] = cj[0] + sa * tj[0];
+        for (int64_t i = 0; i < n; ++i) M[(t * n + i) * n + j] = cj[1 + i] + sa * tj[1 + i];
+        B[t * n + j] = cj[n + 1] + sb * tj[n + 1];
+      }
+    });
+  });
+  return {a, b, m};
+}
+
+// Its gradient: ∂c from (∂a, ∂b, ∂M);  ∂P = ∂c · s · (1 − tanh²P),  ∂static = Σ_t ∂c,  ∂s = Σ ∂c · tanh P over
+// each scale's columns. Returns (∂P, ∂static, ∂s); parameter sums are per block of tokens, then added in order.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> hc_weights_backward(at::Tensor ga, at::Tensor gb, at::Tensor gm,
+                                                                   at::Tensor th, at::Tensor scales) {
+  check(ga, "grad of a");
+  check(gb, "grad of b");
+  check(gm, "grad of M");
+  check(th, "tanh of the projection");
+  check(scales, "scales");
+  const int64_t N = th.size(0), n = th.size(1), K = th.size(2), blocks = n_partials(N);
+  auto gp = at::empty_like(th);
+  auto partial = at::zeros({blocks, n * K + 2}, th.options());
+  AT_DISPATCH_FLOATING_TYPES(th.scalar_type(), "hc_weights_backward", [&] {
+    const scalar_t *GA = ga.data_ptr<scalar_t>(), *GB = gb.data_ptr<scalar_t>(), *GM = gm.data_ptr<scalar_t>();
+    const scalar_t *TH = th.data_ptr<scalar_t>(), *SC = scales.data_ptr<scalar_t>();
+    scalar_t *GP = gp.data_ptr<scalar_t>(), *PART = partial.data_ptr<scalar_t>();
+    at::parallel_for(0, blocks, 1, [&](int64_t first, int64_t last) {
+      for (int64_t block = first; block < last; ++block) {
+        scalar_t* g_static = PART + block * (n * K + 2);
+        scalar_t* g_scales = g_static + n * K;
+        for (int64_t t = block * kTokensPerPartial; t < std::min(N, (block + 1) * kTokensPerPartial); ++t)
+          for (int64_t j = 0; j < n; ++j)
+            for (int64_t col = 0; col < K; ++col) {
+              const scalar_t gc = col == 0       ? GA[t * n + j]
+                                  : col == n + 1 ? GB[t * n + j]
+                                                 : GM[(t * n + col - 1) * n + j];
+              const int64_t e = (t * n + j) * K + col;
+              const scalar_t tanh = TH[e];
+              GP[e] = gc * SC[col == n + 1] * (scalar_t(1) - tanh * tanh);
+              g_static[j * K + col] += gc;
+              g_scales[col == n + 1] += gc * tanh;
+            }
+      }
+    });
+  });
+  auto sums = partial.sum(0);
+  return {gp, sums.narrow(0, 0, n * K).view({n, K}), sums.narrow(0, n * K, 2)};
+}
+
+template <typename scalar_t>
+scalar_t sigmoid(scalar_t x) {
+  return scalar_t(1) / (scalar_t(1) + std::exp(-x));
+}
+
+// mHC:  logits = α_g ⊙ P + bias,  P (N, 2n + n²) in groups g = (pre: n, post: n, res: n²);
+//       pre = σ(logits_pre),  post = 2σ(logits_post),  H = Sinkhorn(m0),  m0 = exp(L − max L),  L = logits_res
+// as n × n. The max is a constant per token (Sinkhorn's first normalisation cancels it), so no gradient flows
+// through it. Returns (pre, post, H, m0); the backward pass reads the derivatives off pre, post and m0.
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> mhc_weights(at::Tensor p, at::Tensor alpha,
+                                                                       at::Tensor bias, int64_t n, int64_t iters) {
+  check(p, "projection");
+  check(alpha, "alpha");
+  check(bias, "bias");
+  const int64_t N = p.size(0), C = p.size(1), nn = n * n;
+  TORCH_CHECK(C == 2 * n + nn && bias.numel() == C && alpha.numel() == 3, "mHC's weights take (N, 2n + n²)");
+  auto pre = at::empty({N, n}, p.options()), post = at::empty({N, n}, p.options());
+  auto res = at::empty({N, n, n}, p.options()), m0 = at::empty({N, n, n}, p.options());
+  AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "mhc_weights", [&] {
+    const scalar_t *P = p.data_ptr<scalar_t>(), *AL = alpha.data_ptr<scalar_t>(), *BI = bias.data_ptr<scalar_t>();
+    scalar_t *PRE = pre.data_ptr<scalar_t>(), *POST = post.data_ptr<scalar_t>(), *RES = res.data_ptr<scalar_t>();
+    scalar_t* M0 = m0.data_ptr<scalar_t>();
+    at::parallel_for(0, (N + kLanes - 1) / kLanes, 1, [&](int64_t first, int64_t last) {
+      std::vector<scalar_t> chunk(nn * kLanes);
+      for (int64_t c = first; c < last; ++c) {
+        const int64_t begin = c * kLanes, count = std::min(kLanes, N - begin);
+        for (int64_t t = begin; t < begin + count; ++t) {
+          const scalar_t* pt = P + t * C;
+          for (int64_t i = 0; i < n; ++i) {
+            PRE[t * n + i] = sigmoid(AL[0] * pt[i] + BI[i]);
+            POST[t * n + i] = 2 * sigmoid(AL[1] * pt[n + i] + BI[n + i]);
+          }
+          scalar_t* mt = M0 + t * nn;
+          scalar_t top = -std::numeric_limits<scalar_t>::infinity();
+          for (int64_t e = 0; e < nn; ++e) top = std::max(top, mt[e] = AL[2] * pt[2 * n + e] + BI[2 * n + e]);
+          for (int64_t e = 0; e < nn; ++e) mt[e] = std::exp(mt[e] - top);
+        }
+        gather(M0, begin, count, nn, chunk.data());
+        sinkhorn_chunk<scalar_t>(chunk.data(), n, iters, nullptr, nullptr);
+        scatter(chunk.data(), begin, count, nn, RES);
+      }
+    });
+  });
+  return {pre, post, res, m0};
+}
+
+// Its gradient: ∂logits = (∂pre · pre(1 − pre), ∂post · post(1 − post/2), Sinkhorn's backward · m0);
+// ∂P = ∂logits · α_g,  ∂α_g = Σ ∂logits · P over the group,  ∂bias = Σ_t ∂logits. Returns (∂P, ∂α, ∂bias).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> mhc_weights_backward(at::Tensor gpre, at::Tensor gpost,
+                                                                    at::Tensor gres, at::Tensor pre,
+                                                                    at::Tensor post, at::Tensor m0, at::Tensor p,
+                                                                    at::Tensor alpha, int64_t iters) {
+  for (auto [t, name] : {std::pair{&gpre, "grad of pre"}, {&gpost, "grad of post"}, {&gres, "grad of res"},
+                         {&pre, "pre"}, {&post, "post"}, {&m0, "m0"}, {&p, "projection"}, {&alpha, "alpha"}})
+    check(*t, name);
+  const int64_t N = p.size(0), C = p.size(1), n = pre.size(1), nn = n * n;
+  const int64_t chunks = (N + kLanes - 1) / kLanes;
+  auto gp = at::empty_like(p);
+  auto partial = at::zeros({chunks, C + 3}, p.options());
+  AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "mhc_weights_backward", [&] {
+    const scalar_t *GPRE = gpre.data_ptr<scalar_t>(), *GPOST = gpost.data_ptr<scalar_t>();
+    const scalar_t *GRES = gres.data_ptr<scalar_t>(), *PRE = pre.data_ptr<scalar_t>();
+    const scalar_t *POST = post.data_ptr<scalar_t>(), *M0 = m0.data_ptr<scalar_t>(), *P = p.data_ptr<scalar_t>();
+    const scalar_t* AL = alpha.data_ptr<scalar_t>();
+    scalar_t *GP = gp.data_ptr<scalar_t>(), *PART = partial.data_ptr<scalar_t>();
+    at::parallel_for(0, chunks, 1, [&](int64_t first, int64_t last) {
+      std::vector<scalar_t> chunk(nn * kLanes), g(nn * kLanes);
+      SinkhornScratch<scalar_t> tmp(n, iters);
+      for (int64_t c = first; c < last; ++c) {
+        const int64_t begin = c * kLanes, count = std::min(kLanes, N - begin);
+        scalar_t* g_bias = PART + c * (C + 3);
+        scalar_t* g_alpha = g_bias + C;
+        gather(M0, begin, count, nn, chunk.data());
+        gather(GRES, begin, count, nn, g.data());
+        sinkhorn_chunk_backward(chunk.data(), g.data(), n, iters, tmp);  // g: the gradient with respect to m0
+        for (int64_t t = begin; t < begin + count; ++t) {
+          for (int64_t col = 0; col < C; ++col) {
+            scalar_t gl;
+            if (col < n) {
+              const scalar_t y = PRE[t * n + col];
+              gl = GPRE[t * n + col] * y * (scalar_t(1) - y);
+            } else if (col < 2 * n) {
+              const scalar_t y = POST[t * n + col - n];
+              gl = GPOST[t * n + col - n] * y * (scalar_t(1) - y / 2);
+            } else {
+              gl = g[(col - 2 * n) * kLanes + t - begin] * M0[t * nn + col - 2 * n];
+            }
+            const int64_t group = col < n ? 0 : col < 2 * n ? 1 : 2;
+            GP[t * C + col] = gl * AL[group];
+            g_bias[col] += gl;
+            g_alpha[group] += gl * P[t * C + col];
+          }
+        }
+      }
+    });
+  });
+  auto sums = partial.sum(0);
+  return {gp, sums.narrow(0, C, 3), sums.narrow(0, 0, C)};
+}
+
+// ---- MGR: the gates and the attention pool over k streams laid out (k, N, d), one token at a time
+
+// The pool of one token:  p_j = <s_j, w_α> · inv_j · scale,  π = softmax_j p,  h = Σ_j π_j s_j.  Writes h and π.
+template <typename scalar_t>
+void mgr_pool_token(const scalar_t* const* s, const scalar_t* inv, const scalar_t* wa, scalar_t scale, int64_t k,
+                    int64_t d, scalar_t* pi, scalar_t* h) {
+  scalar_t top = -std::numeric_limits<scalar_t>::infinity();
+  for (int64_t j = 0; j < k; ++j) top = std::max(top, pi[j] = dot(s[j], wa, d) * inv[j] * scale);
+  scalar_t total = 0;
+  for (int64_t j = 0; j < k; ++j) total += pi[j] = std::exp(pi[j] - top);
+  for (int64_t j = 0; j < k; ++j) pi[j] /= total;
+  std::fill(h, h + d, scalar_t(0));
+  for (int64_t j = 0; j < k; ++j) axpy(h, pi[j], s[j], d);
+}
+
+// Its backward for one token, adding into gs_j and ginv_j (which hold the gradients from later steps) and gwa:
+//   gπ_j = <g_h, s_j>,  gp_j = π_j (gπ_j − Σ_l π_l gπ_l);  gs_j += π_j g_h + gp_j inv_j scale w_α;
+//   ginv_j += gp_j <s_j, w_α> scale;  gwa += gp_j inv_j scale s_j.  π is recomputed.
+template <typename scalar_t>
+void mgr_pool_backward_token(const scalar_t* gh, const scalar_t* const* s, const scalar_t* inv, const scalar_t* wa,
+                             scalar_t scale, int64_t k, int64_t d, scalar_t* const* gs, scalar_t* ginv,
+                             scalar_t* gwa) {
+  scalar_t pi[kMaxStreams], score[kMaxStreams], gpi[kMaxStreams];
+  scalar_t top = -std::numeric_limits<scalar_t>::infinity();
+  for (int64_t j = 0; j < k; ++j) {
+    score[j] = dot(s[j], wa, d);
+    top = std::max(top, pi[j] = score[j] * inv[j] * scale);
+  }
+  scalar_t total = 0, mean = 0;
+  for (int64_t j = 0; j < k; ++j) total += pi[j] = std::exp(pi[j] - top);
+  for (int64_t j = 0; j < k; ++j) {
+    pi[j] /= total;
+    gpi[j] = dot(gh, s[j], d);
+    mean += pi[j] * gpi[j];
+  }
+  for (int64_t j = 0; j < k; ++j) {
+    const scalar_t gp = pi[j] * (gpi[j] - mean);
+    axpy(gs[j], pi[j], gh, d);
+    axpy(gs[j], gp * inv[j] * scale, wa, d);
+    ginv[j] += gp * score[j] * scale;
+    axpy(gwa, gp * inv[j] * scale, s[j], d);
+  }
+}
+
+// Pointers to token t's row in each of k streams laid out (k, N, d).
+template <typename scalar_t>
+void rows_of(scalar_t* base, int64_t t, int64_t k, int64_t N, int64_t d, scalar_t** rows) {
+  for (int64_t j = 0; j < k; ++j) rows[j] = base + (j * N + t) * d;
+}
+
+void check_streams(const at::Tensor& s, const at::Tensor& inv) {
+  check(s, "streams");
+  check(inv, "inverse rms");
+  TORCH_CHECK(s.dim() == 3 && s.size(0) <= kMaxStreams && inv.numel() == s.size(0) * s.size(1),
+              "MGR's streams are (k, N, d) with k <= ", kMaxStreams, " and one inverse rms per row");
+}
+
+// h for streams s (k, N, d) with inverse RMS inv (k, N).
+at::Tensor mgr_pool(at::Tensor s, at::Tensor inv, at::Tensor wa, double scale) {
+  check_streams(s, inv);
+  check(wa, "pool query");
+  const int64_t k = s.size(0), N = s.size(1), d = s.size(2);
+  auto h = at::empty({N, d}, s.options());
+  AT_DISPATCH_FLOATING_TYPES(s.scalar_type(), "mgr_pool", [&] {
+    scalar_t *S = s.data_ptr<scalar_t>(), *INV = inv.data_ptr<scalar_t>(), *WA = wa.data_ptr<scalar_t>();
+    scalar_t* H = h.data_ptr<scalar_t>();
+    each_token(N, [&](int64_t t) {
+      scalar_t *rows[kMaxStreams], pi[kMaxStreams], inv_t[kMaxStreams];
+      rows_of(S, t, k, N, d, rows);
+      for (int64_t j = 0; j < k; ++j) inv_t[j] = INV[j * N + t];
+      mgr_pool_token<scalar_t>(rows, inv_t, WA, scalar_t(scale), k, d, pi, H + t * d);
+    });
+  });
+  return h;
+}
+
+// Per-block partial sums of parameter gradients (kTokensPerPartial tokens each), added in order at the end.
+template <typename scalar_t, typename Fn>
+void token_blocks(int64_t N, scalar_t* partial, int64_t width, const Fn& fn) {
+  at::parallel_for(0, n_partials(N), 1, [&](int64_t first, int64_t last) {
+    for (int64_t block = first; block < last; ++block)
+      for (int64_t t = block * kTokensPerPartial; t < std::min(N, (block + 1) * kTokensPerPartial); ++t)
+        fn(t, partial + block * width);
+  });
+}
+
+// The gradient of mgr_pool: (gs, ginv, gwa).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> mgr_pool_backward(at::Tensor gh, at::Tensor s, at::Tensor inv,
+                                                                 at::Tensor wa, double scale) {
+  check_streams(s, inv);
+  check(gh, "grad");
+  check(wa, "pool query");
+  const int64_t k = s.size(0), N = s.size(1), d = s.size(2);
+  auto gs = at::zeros_like(s);
+  auto ginv = at::zeros({k, N}, s.options());
+  auto partial = at::zeros({n_partials(N), d}, s.options());
+  AT_DISPATCH_FLOATING_TYPES(s.scalar_type(), "mgr_pool_backward", [&] {
+    scalar_t *S = s.data_ptr<scalar_t>(), *INV = inv.data_ptr<scalar_t>(), *WA = wa.data_ptr<scalar_t>();
+    scalar_t *GH = gh.data_ptr<scalar_t>(), *GS = gs.data_ptr<scalar_t>(), *GINV = ginv.data_ptr<scalar_t>();
+    token_blocks<scalar_t>(N, partial.data_ptr<scalar_t>(), d, [&](int64_t t, scalar_t* gwa) {
+      scalar_t *rows[kMaxStreams], *grows[kMaxStreams], inv_t[kMaxStreams], ginv_t[kMaxStreams] = {};
+      rows_of(S, t, k, N, d, rows);
+      rows_of(GS, t, k, N, d, grows);
+      for (int64_t j = 0; j < k; ++j) inv_t[j] = INV[j * N + t];
+      mgr_pool_backward_token<scalar_t>(GH + t * d, rows, inv_t, WA, scalar_t(scale), k, d, grows, ginv_t, gwa);
+      for (int64_t j = 0; j < k; ++j) GINV[j * N + t] = ginv_t[j];
+    });
+  });
+  return {gs, ginv, partial.sum(0)};
+}
+
+// A gated step and its pool:  β_j = σ(<s_j, w_β> inv_j scale + b_j),  s'_j = s_j + β_j (u − s_j),
+// inv'_j = rms(s'_j)^{-1},  h = pool(s', inv'). Returns (s', inv', h).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> mgr_gate_pool(at::Tensor s, at::Tensor inv, at::Tensor u,
+                                                             at::Tensor wb, at::Tensor bias, at::Tensor wa,
+                                                             double scale, double eps) {
+  check_streams(s, inv);
+  for (auto [t, name] : {std::pair{&u, "u"}, {&wb, "gate query"}, {&bias, "gate bias"}, {&wa, "pool query"}})
+    check(*t, name);
+  const int64_t k = s.size(0), N = s.size(1), d = s.size(2);
+  auto out = at::empty_like(s);
+  auto inv_out = at::empty({k, N}, s.options());
+  auto h = at::empty({N, d}, s.options());
+  AT_DISPATCH_FLOATING_TYPES(s.scalar_type(), "mgr_gate_pool", [&] {
+    scalar_t *S = s.data_ptr<scalar_t>(), *INV = inv.data_ptr<scalar_t>(), *U = u.data_ptr<scalar_t>();
+    scalar_t *WB = wb.data_ptr<scalar_t>(), *BI = bias.data_ptr<scalar_t>(), *WA = wa.data_ptr<scalar_t>();
+    scalar_t *O = out.data_ptr<scalar_t>(), *IO = inv_out.data_ptr<scalar_t>(), *H = h.data_ptr<scalar_t>();
+    const scalar_t sc = scale;
+    each_token(N, [&](int64_t t) {
+      scalar_t *rows[kMaxStreams], *orows[kMaxStreams], pi[kMaxStreams], inv_t[kMaxStreams];
+      rows_of(S, t, k, N, d, rows);
+      rows_of(O, t, k, N, d, orows);
+      const scalar_t* ut = U + t * d;
+      for (int64_t j = 0; j < k; ++j) {
+        const scalar_t beta = sigmoid(dot(rows[j], WB, d) * INV[j * N + t] * sc + BI[j]);
+        for (int64_t c = 0; c < d; ++c) orows[j][c] = rows[j][c] + beta * (ut[c] - rows[j][c]);
+        inv_t[j] = IO[j * N + t] = scalar_t(1) / std::sqrt(dot(orows[j], orows[j], d) / scalar_t(d) + scalar_t(eps));
+      }
+      mgr_pool_token<scalar_t>(orows, inv_t, WA, sc, k, d, pi, H + t * d);
+    });
+  });
+  return {out, inv_out, h};
+}
+
+// The gradient of mgr_gate_pool, given the gradients of its three outputs: (gs, ginv, gu, gwb, gbias, gwa).
+//   the pool's backward at (s', inv') adds to gs' and ginv';  the norm: gs'_j += ginv'_j (−inv'_j³/d) s'_j;
+//   the gate: gβ_j = <gs'_j, u − s_j>,  gz_j = gβ_j β_j (1 − β_j);  gs_j = (1 − β_j) gs'_j + gz_j inv_j scale w_β;
+//   gu = Σ_j β_j gs'_j;  ginv_j = gz_j <s_j, w_β> scale;  gwb = Σ gz_j inv_j scale s_j;  gbias_j = Σ gz_j.
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> mgr_gate_pool_backward(
+    at::Tensor gout, at::Tensor ginv_out, at::Tensor gh, at::Tensor s, at::Tensor inv, at::Tensor u, at::Tensor wb,
+    at::Tensor bias, at::Tensor wa, at::Tensor out, at::Tensor inv_out, double scale) {
+  check_streams(s, inv);
+  for (auto [t, name] : {std::pair{&gout, "grad of the streams"}, {&ginv_out, "grad of the inverse rms"},
+                         {&gh, "grad of h"}, {&u, "u"}, {&wb, "gate query"}, {&bias, "gate bias"},
+                         {&wa, "pool query"}, {&out, "streams out"}, {&inv_out, "inverse rms out"}})
+    check(*t, name);
+  const int64_t k = s.size(0), N = s.size(1), d = s.size(2), width = 2 * d + k;
+  auto gs = at::empty_like(s);
+  auto ginv = at::empty({k, N}, s.options());
+  auto gu = at::empty({N, d}, s.options());
+  auto partial = at::zeros({n_partials(N), width}, s.options());
+  AT_DISPATCH_FLOATING_TYPES(s.scalar_type(), "mgr_gate_pool_backward", [&] {
+    scalar_t *S = s.data_ptr<scalar_t>(), *INV = inv.data_ptr<scalar_t>(), *U = u.data_ptr<scalar_t>();
+    scalar_t *WB = wb.data_ptr<scalar_t>(), *BI = bias.data_ptr<scalar_t>(), *WA = wa.data_ptr<scalar_t>();
+    scalar_t *O = out.data_ptr<scalar_t>(), *IO = inv_out.data_ptr<scalar_t>(), *GH = gh.data_ptr<scalar_t>();
+    scalar_t *GO = gout.data_ptr<scalar_t>(), *GIO = ginv_out.data_ptr<scalar_t>();
+    scalar_t *GS = gs.data_ptr<scalar_t>(), *GINV = ginv.data_ptr<scalar_t>(), *GU = gu.data_ptr<scalar_t>();
+    const scalar_t sc = scale;
+    token_blocks<scalar_t>(N, partial.data_ptr<scalar_t>(), width, [&](int64_t t, scalar_t* gparams) {
+      scalar_t *gwb = gparams, *gwa = gparams + d, *gbias = gparams + 2 * d;
+      scalar_t *rows[kMaxStreams], *orows[kMaxStreams], *grows[kMaxStreams], *gorows[kMaxStreams];
+      scalar_t inv_t[kMaxStreams], ginv_t[kMaxStreams];
+      rows_of(S, t, k, N, d, rows);
+      rows_of(O, t, k, N, d, orows);
+      rows_of(GS, t, k, N, d, grows);
+      rows_of(GO, t, k, N, d, gorows);
+      // gs' starts as the incoming gradient, in gs's rows (overwritten by gs below, row by row)
+      for (int64_t j = 0; j < k; ++j) {
+        std::copy(gorows[j], gorows[j] + d, grows[j]);
+        inv_t[j] = IO[j * N + t];
+        ginv_t[j] = GIO[j * N + t];
+      }
+      mgr_pool_backward_token<scalar_t>(GH + t * d, orows, inv_t, WA, sc, k, d, grows, ginv_t, gwa);
+      const scalar_t* ut = U + t * d;
+      scalar_t* gut = GU + t * d;
+      std::fill(gut, gut + d, scalar_t(0));
+      for (int64_t j = 0; j < k; ++j) {
+        scalar_t* g = grows[j];  // gs'_j
+        axpy(g, -ginv_t[j] * inv_t[j] * inv_t[j] * inv_t[j] / scalar_t(d), orows[j], d);
+        const scalar_t q = dot(rows[j], WB, d), inv_j = INV[j * N + t];
+        const scalar_t beta = sigmoid(q * inv_j * sc + BI[j]);
+        scalar_t gbeta = 0;
+        for (int64_t c = 0; c < d; ++c) gbeta += g[c] * (ut[c] - rows[j][c]);
+        const scalar_t gz = gbeta * beta * (scalar_t(1) - beta);
+        axpy(gut, beta, g, d);
+        for (int64_t c = 0; c < d; ++c) g[c] = (scalar_t(1) - beta) * g[c] + gz * inv_j * sc * WB[c];
+        GINV[j * N + t] = gz * q * sc;
+        axpy(gwb, gz * inv_j * sc, rows[j], d);
+        gbias[j] += gz;
+      }
+    });
+  });
+  auto sums = partial.sum(0);
+  return {gs, ginv, gu, sums.narrow(0, 0, d), sums.narrow(0, 2 * d, k), sums.narrow(0, d, d)};
 }
 
 }  // namespace
@@ -353,6 +753,21 @@ TORCH_LIBRARY(rrlib_native, m) {
   m.def("inverse_rms(Tensor x, float eps) -> Tensor");
   m.def("sinkhorn(Tensor m, int iters) -> Tensor");
   m.def("sinkhorn_backward(Tensor grad, Tensor m, int iters) -> Tensor");
+  m.def("mgr_pool(Tensor streams, Tensor inverse_rms, Tensor pool_query, float scale) -> Tensor");
+  m.def("mgr_pool_backward(Tensor grad, Tensor streams, Tensor inverse_rms, Tensor pool_query, float scale)"
+        " -> (Tensor, Tensor, Tensor)");
+  m.def("mgr_gate_pool(Tensor streams, Tensor inverse_rms, Tensor u, Tensor gate_query, Tensor gate_bias,"
+        " Tensor pool_query, float scale, float eps) -> (Tensor, Tensor, Tensor)");
+  m.def("mgr_gate_pool_backward(Tensor grad_streams, Tensor grad_inverse_rms, Tensor grad_h, Tensor streams,"
+        " Tensor inverse_rms, Tensor u, Tensor gate_query, Tensor gate_bias, Tensor pool_query, Tensor streams_out,"
+        " Tensor inverse_rms_out, float scale) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
+  m.def("hc_weights(Tensor tanh, Tensor static, Tensor scales) -> (Tensor, Tensor, Tensor)");
+  m.def("hc_weights_backward(Tensor grad_a, Tensor grad_b, Tensor grad_mix, Tensor tanh, Tensor scales)"
+        " -> (Tensor, Tensor, Tensor)");
+  m.def("mhc_weights(Tensor projection, Tensor alpha, Tensor bias, int n, int iters)"
+        " -> (Tensor, Tensor, Tensor, Tensor)");
+  m.def("mhc_weights_backward(Tensor grad_pre, Tensor grad_post, Tensor grad_res, Tensor pre, Tensor post,"
+        " Tensor m0, Tensor projection, Tensor alpha, int iters) -> (Tensor, Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(rrlib_native, CPU, m) {
@@ -363,4 +778,12 @@ TORCH_LIBRARY_IMPL(rrlib_native, CPU, m) {
   m.impl("inverse_rms", &inverse_rms);
   m.impl("sinkhorn", &sinkhorn);
   m.impl("sinkhorn_backward", &sinkhorn_backward);
+  m.impl("mgr_pool", &mgr_pool);
+  m.impl("mgr_pool_backward", &mgr_pool_backward);
+  m.impl("mgr_gate_pool", &mgr_gate_pool);
+  m.impl("mgr_gate_pool_backward", &mgr_gate_pool_backward);
+  m.impl("hc_weights", &hc_weights);
+  m.impl("hc_weights_backward", &hc_weights_backward);
+  m.impl("mhc_weights", &mhc_weights);
+  m.impl("mhc_weights_backward", &mhc_weights_backward);
 }
