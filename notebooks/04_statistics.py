@@ -47,7 +47,7 @@ if "google.colab" in sys.modules:
 out_root = "outputs/runs"  # our run folders, every size found there
 paper_csv = "../shared/reference/scaling_v8.csv"  # the paper's runs, relative to the project root
 variants = ["review", "highway", "standard"]  # the paper's comparison
-exclude_sizes = ["tiny", "family"]  # not points on the scale axis: the smoke test, and notebook 05's comparison
+exclude_sizes = ["tiny", "family", "family_mini"]  # not points on the scale axis: the smoke test, notebook 05's comparison
 recipe_root = "outputs/recipe"  # the recipe ablation's run folders (scripts/recipe_ablation.sh)
 alpha = 0.05
 n_boot = 10000  # bootstrap resamples per comparison

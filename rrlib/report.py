@@ -199,8 +199,9 @@ def page_inputs(nb: Notebook, parameters: dict, runs: Path, size: str | None, pa
     """A fingerprint of what a page is built from: its notebook, its parameters, the run files it can read.
 
     A per-size page reads its size's runs; the others may read any run beside ``runs`` (the looped sweep keeps
-    its own roots there) except the smoke-test size, whose runs the main job trains afresh. The library's own
-    code is not part of it: after a change there, ``--force`` rebuilds every page.
+    its own roots there) except the smoke-test size, whose runs the main job trains afresh, and any benchmark
+    result (``outputs/bench/*.json``: notebook 05 shows the family's measured speed and memory). The library's
+    own code is not part of it: after a change there, ``--force`` rebuilds every page.
     """
     import hashlib
 
@@ -210,7 +211,9 @@ def page_inputs(nb: Notebook, parameters: dict, runs: Path, size: str | None, pa
         digest.update(paper_csv.read_bytes())
     root = runs / size if size else runs.parent
     skipped = [] if size else [runs / s for s in QUICK_SIZES]
-    files = sorted(p for p in root.rglob("*") if p.name in RUN_FILES
+    bench = runs.parent / "bench"
+    files = sorted(p for p in root.rglob("*")
+                   if (p.name in RUN_FILES or not size and p.parent == bench and p.suffix == ".json")
                    and not any(p.is_relative_to(s) for s in skipped))
     for path in files:
         digest.update(path.relative_to(root).as_posix().encode())

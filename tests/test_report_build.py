@@ -120,3 +120,19 @@ def test_a_page_is_reused_until_its_notebook_parameters_or_results_change(tmp_pa
     assert report.page_inputs(nb, {"n_boot": 11}, runs, None, csv) != first
     (runs / "mini" / "review" / "seed0" / "result.json").write_text('{"fixed_loss": 1.4}')
     assert report.page_inputs(nb, {"n_boot": 10}, runs, None, csv) != first
+
+
+def test_a_page_that_may_read_benchmarks_is_rebuilt_when_one_changes(tmp_path):
+    nb = next(n for n in report.NOTEBOOKS if n.name == "05_related_methods")
+    runs, bench = tmp_path / "outputs" / "runs", tmp_path / "outputs" / "bench"
+    (runs / "family").mkdir(parents=True)
+    bench.mkdir()
+    (bench / "cpu-family.json").write_text('{"results": []}')
+    csv = tmp_path / "paper.csv"
+    csv.write_text("size,variant\n")
+    first, per_size = report.page_inputs(nb, {}, runs, None, csv), report.page_inputs(nb, {}, runs, "family", csv)
+    (bench / "cpu-family.md").write_text("a rendering of it, not read by any page")
+    assert report.page_inputs(nb, {}, runs, None, csv) == first
+    (bench / "cpu-family.json").write_text('{"results": [{}]}')
+    assert report.page_inputs(nb, {}, runs, None, csv) != first
+    assert report.page_inputs(nb, {}, runs, "family", csv) == per_size  # a per-size page reads its runs only
