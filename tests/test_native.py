@@ -124,7 +124,7 @@ def test_projected_rms_backward_is_autograds(monkeypatch, shape, k):
         _assert_same(results)
 
 
-@pytest.mark.parametrize("variant", ["hc", "mhc"])
+@pytest.mark.parametrize("variant", ["hc", "mhc", "mgr"])
 def test_models_train_the_same_with_and_without_the_kernels(monkeypatch, kernels, variant):
     """A whole model's loss and every parameter's gradient, fp32: the kernels change nothing but rounding."""
     run = resolve_run("micro", variant, 0, {"train": {"device": "cpu"}})
@@ -145,6 +145,27 @@ def test_models_train_the_same_with_and_without_the_kernels(monkeypatch, kernels
     torch.testing.assert_close(loss, loss_ref, rtol=1e-5, atol=1e-6)
     for g, g_ref in zip(grads, grads_ref):
         torch.testing.assert_close(g, g_ref, rtol=1e-4, atol=1e-6)
+
+
+def test_kernel_gradients_do_not_depend_on_the_number_of_threads(kernels):
+    """Parameter gradients are summed per fixed block of tokens, then in order: bitwise the same at 1 and 2
+    threads, with enough tokens (3000) that the work is split."""
+    torch.manual_seed(0)
+    k, N, d = 4, 3000, 12
+    inputs = [torch.randn(k, 1, N, d), None, torch.randn(1, N, d), torch.randn(d), torch.randn(k), torch.randn(d)]
+    inputs[1] = inverse_rms(inputs[0])
+    grads = []
+    threads = torch.get_num_threads()
+    try:
+        for n_threads in (1, 2):
+            torch.set_num_threads(n_threads)
+            leaves = [x.clone().requires_grad_() for x in inputs]
+            _flat(gate_pool(*leaves, 0.3)).sum().backward()
+            grads.append([x.grad for x in leaves])
+    finally:
+        torch.set_num_threads(threads)
+    for one, two in zip(*grads):
+        assert torch.equal(one, two)
 
 
 def test_kernels_apply_only_to_contiguous_cpu_float_tensors(kernels):
