@@ -37,7 +37,7 @@ from torch.utils.checkpoint import checkpoint
 
 from .depth_mixing import (contiguous_grad, depth_attention_macs, full_precision,
                            inverse_rms, route, scored, stream_write)
-from .gate_pool import gate_pool, gate_pool_plain, pool
+from .gate_pool import gate_plain, gate_pool, pool
 from .hyper_weights import hc_read_and_weigh, mhc_read_and_weigh
 from .residuals import ConfigError, ResidualRule, StreamShape, register
 
@@ -366,8 +366,7 @@ class MultiGateResiduals(_CrossDepthRule):
                 s, inv = torch.cat([s, u.unsqueeze(0)]), torch.cat([inv, inverse_rms(u).unsqueeze(0)])
                 return _Pooled(s, inv, pool(s, inv, self.pool_queries[k], scale))
             if len(s) == 1:  # one stream: its gate, and the pool is the stream itself
-                s, inv, _ = gate_pool_plain(s, inv, u, self.gate_queries[k], self.gate_bias[k],
-                                            self.pool_queries[k], scale)
+                s, inv = gate_plain(s, inv, u, self.gate_queries[k], self.gate_bias[k], scale)
                 return _Pooled(s, inv, s[0])
             return _Pooled(*gate_pool(s, inv, u, self.gate_queries[k], self.gate_bias[k], self.pool_queries[k],
                                       scale))

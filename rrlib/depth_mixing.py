@@ -170,11 +170,6 @@ def _stream_write_backward(ctx, grad):
         m, x, b = _tokens(mix, streams, write)
         grads = kernels.stream_write_backward(grad.view(x.shape), m, x, b, u.reshape(x.shape[0], -1))
         return tuple(g.view(t.shape) for g, t in zip(grads, (mix, streams, write, u)))
-    return _write_grads(grad, mix, streams, write, u)
-
-
-def _write_grads(grad, mix, streams, write, u):
-    """The gradients of x' = M x + b ⊗ u for (M, x, b, u), as PyTorch operations."""
     return (grad @ streams.transpose(-1, -2), mix.transpose(-1, -2) @ grad,
             torch.linalg.vecdot(grad, u.unsqueeze(-2)), torch.linalg.vecdot(grad, write.unsqueeze(-1), dim=-2))
 
@@ -207,11 +202,7 @@ class _InverseRMS(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x):
-        kernels = kernels_for(x)
-        if kernels is not None:
-            r = kernels.inverse_rms(x.view(-1, x.shape[-1]), RMS_EPS).view(*x.shape[:-1], 1)
-        else:
-            r = torch.rsqrt(torch.linalg.vecdot(x, x).unsqueeze(-1) / x.shape[-1] + RMS_EPS)
+        r = inverse_rms_values(x)
         ctx.save_for_backward(x, r)
         return r
 
@@ -221,6 +212,36 @@ class _InverseRMS(torch.autograd.Function):
         return x * (grad * r.pow(3) * (-1.0 / x.shape[-1]))
 
 
+def inverse_rms_values(x: torch.Tensor) -> torch.Tensor:
+    """rms(x)^{-1} over channels, (…, 1), outside autograd: rrlib.native's kernel on the CPU, else ATen."""
+    kernels = kernels_for(x)
+    if kernels is not None:
+        return kernels.inverse_rms(x.view(-1, x.shape[-1]), RMS_EPS).view(*x.shape[:-1], 1)
+    return torch.rsqrt(torch.linalg.vecdot(x, x).unsqueeze(-1) / x.shape[-1] + RMS_EPS)
+
+
+def project_rows(rows: torch.Tensor, weight: torch.Tensor):
+    """(P, r, q) for ``rows`` (N, len) and ``weight`` (k, len): q = rows Wᵀ, r = rms(rows)^{-1}, P = q r, outside
+    autograd (``_ProjectedRMS`` and rrlib.hyper_weights' step node keep r and q for ``project_rows_backward``)."""
+    r = inverse_rms_values(rows)
+    q = rows @ weight.T
+    return q * r, r, q
+
+
+def project_rows_backward(grad_p, rows, weight, r, q, grad_rows=None):
+    r"""(∂rows, ∂W) of ``project_rows``:  ∂rows = (∂P r) W − (r³/len)(Σ_k ∂P_k q_k) rows,  ∂W = (∂P r)ᵀ rows.
+
+    With ``grad_rows``, ∂rows is added into it in place (the step node's read gradient), else made by one
+    ``addmm``; either way the norm's share and the projection's go in with one matrix product."""
+    grad_q = grad_p * r
+    scale = torch.linalg.vecdot(grad_p, q).unsqueeze(-1) * r.pow(3) * (-1.0 / rows.shape[-1])
+    if grad_rows is None:
+        grad_rows = torch.addmm(rows * scale, grad_q, weight)
+    else:
+        grad_rows.addcmul_(rows, scale).addmm_(grad_q, weight)
+    return grad_rows, grad_q.T @ rows
+
+
 def projected_rms(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     r"""(x Wᵀ) · rms(x)^{-1} row by row, ``weight`` (k, d) as ``nn.Linear`` keeps it: HC's and mHC's projection of
     their normalised streams.
@@ -228,7 +249,9 @@ def projected_rms(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     One autograd node where ``F.linear(x, W) * inverse_rms(x)`` made three: the streams then have one consumer
     less, whose stream-sized gradient the backward pass had to add to the others, and the norm's share of the
     gradient is added in the same matrix product as the projection's (``addmm``): at the ``family`` size on CPU
-    HC's step took about 11 ms less (median of 16 interleaved rounds).
+    HC's step took about 11 ms less (median of 16 interleaved rounds). Since then, with the kernels built, HC and
+    mHC take their step node instead (rrlib.hyper_weights), which does the same arithmetic (``project_rows``);
+    this is their PyTorch path.
     """
     return _ProjectedRMS.apply(x, weight)
 
@@ -239,21 +262,16 @@ class _ProjectedRMS(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight):
         rows = x.reshape(-1, x.shape[-1])
-        kernels = kernels_for(rows)
-        r = (kernels.inverse_rms(rows, RMS_EPS) if kernels is not None else
-             torch.rsqrt(torch.linalg.vecdot(rows, rows) / rows.shape[-1] + RMS_EPS)).unsqueeze(-1)
-        q = rows @ weight.T
+        p, r, q = project_rows(rows, weight)
         ctx.save_for_backward(rows, weight, r, q)
         ctx.shape = x.shape
-        return (q * r).view(*x.shape[:-1], weight.shape[0])
+        return p.view(*x.shape[:-1], weight.shape[0])
 
     @staticmethod
     def backward(ctx, grad):
         rows, weight, r, q = ctx.saved_tensors
-        grad = grad.reshape(q.shape)
-        grad_q = grad * r
-        scale = torch.linalg.vecdot(grad, q).unsqueeze(-1) * r.pow(3) * (-1.0 / rows.shape[-1])
-        return torch.addmm(rows * scale, grad_q, weight).view(ctx.shape), grad_q.T @ rows
+        grad_rows, grad_weight = project_rows_backward(grad.reshape(q.shape), rows, weight, r, q)
+        return grad_rows.view(ctx.shape), grad_weight
 
 
 def depth_attention(scores: list[torch.Tensor], values: list[torch.Tensor]) -> torch.Tensor:

@@ -32,10 +32,15 @@ def pool(s, inv, pool_query, scale: float):
 
 
 def gate_pool_plain(s, inv, u, gate_query, gate_bias, pool_query, scale):
+    s, inv = gate_plain(s, inv, u, gate_query, gate_bias, scale)
+    return s, inv, pool_plain(s, inv, pool_query, scale)
+
+
+def gate_plain(s, inv, u, gate_query, gate_bias, scale):
+    """(s', inv'): the gates alone, as PyTorch operations (also MGR's path with one stream, which has no pool)."""
     beta = torch.sigmoid((s @ gate_query[:, None]) * inv * scale + gate_bias.view(-1, 1, 1, 1))
     s = torch.lerp(s, u, beta)  # s + β (u − s); lerp keeps s, u and β for its backward, not the difference
-    inv = inverse_rms(s)
-    return s, inv, pool_plain(s, inv, pool_query, scale)
+    return s, inverse_rms(s)
 
 
 def pool_plain(s, inv, pool_query, scale):

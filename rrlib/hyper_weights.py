@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import torch
 
-from .depth_mixing import RMS_EPS, SINKHORN_ITERS, kernels_for, projected_rms, sinkhorn, stream_read
+from .depth_mixing import (SINKHORN_ITERS, kernels_for, project_rows, project_rows_backward, projected_rms,
+                           sinkhorn, stream_read)
 
 
 def spread(values: torch.Tensor, counts: list[int]) -> torch.Tensor:
@@ -100,8 +101,8 @@ class _ReadAndWeigh(torch.autograd.Function):
         h = Σ_j a_j x_j
 
     so that the streams have two consumers (this node and the step's write) where the separate projection, norm
-    and read made four, each adding a stream-sized gradient in the backward pass. Backward:  ∂x = the read's
-    ∂x + (∂P r) W − (r³/len)(Σ_k ∂P_k q_k) rows,  one ``addmm`` into the read's gradient.
+    and read made four, each adding a stream-sized gradient in the backward pass. Backward: the projection's
+    gradient (``project_rows_backward``) is added into the read's, in place.
     """
 
     @staticmethod
@@ -109,9 +110,8 @@ class _ReadAndWeigh(torch.autograd.Function):
         n, d = streams.shape[-2:]
         x = streams.reshape(-1, n, d)
         rows = x.view(-1, n * d // rows_per_token)
-        r = torch.ops.rrlib_native.inverse_rms(rows, RMS_EPS).unsqueeze(-1)
-        q = rows @ weight.T
-        (a, b, mix), saved = kind.forward(q * r, n, *params)
+        p, r, q = project_rows(rows, weight)
+        (a, b, mix), saved = kind.forward(p, n, *params)
         h = stream_read(a, x, -2)  # the op with its FLOP formula, which runs the kernel
         ctx.save_for_backward(x, weight, r, q, a, *saved)
         ctx.kind, ctx.shape = kind, streams.shape
@@ -127,9 +127,6 @@ class _ReadAndWeigh(torch.autograd.Function):
                                     for g, shape in ((grad_h, (d,)), (grad_b, (n,)), (grad_mix, (n, n))))
         grad_a, grad_x = torch.ops.rrlib_native.stream_read_backward(grad_h, a, x)
         grad_p, grad_params = ctx.kind.backward((grad_a, grad_b, grad_mix), saved)
-        grad_p = grad_p.reshape(q.shape)
-        rows, grad_rows = x.view(q.shape[0], -1), grad_x.view(q.shape[0], -1)
-        grad_q = grad_p * r
-        grad_rows.addcmul_(rows, torch.linalg.vecdot(grad_p, q).unsqueeze(-1) * r.pow(3) * (-1.0 / rows.shape[-1]))
-        grad_rows.addmm_(grad_q, weight)
-        return (grad_x.view(ctx.shape), grad_q.T @ rows, None, None, *grad_params)
+        rows = x.view(q.shape[0], -1)
+        _, grad_weight = project_rows_backward(grad_p.reshape(q.shape), rows, weight, r, q, grad_x.view(rows.shape))
+        return (grad_x.view(ctx.shape), grad_weight, None, None, *grad_params)
