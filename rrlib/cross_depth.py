@@ -36,7 +36,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from .depth_mixing import (contiguous_grad, depth_attention_macs, full_precision,
-                           inverse_rms, route, scored, stream_write)
+                           inverse_rms, route, scored, stream_write, stream_write_sum)
 from .gate_pool import gate_plain, gate_pool, pool
 from .hyper_weights import hc_read_and_weigh, mhc_read_and_weigh
 from .residuals import ConfigError, ResidualRule, StreamShape, register
@@ -387,8 +387,9 @@ class MultiGateResiduals(_CrossDepthRule):
 
 
 class _Hyper(NamedTuple):
-    streams: torch.Tensor  # (B, T, n, d)
+    streams: torch.Tensor | None  # (B, T, n, d); None after the last step, whose write is made as its sum
     pending: tuple | None  # the pending step's input h and its (write, mix) weights, computed from ``streams``
+    head: torch.Tensor | None = None  # after the last step: the sum of the streams (B, T, d)
 
 
 class _HyperStreams(_CrossDepthRule):
@@ -427,11 +428,15 @@ class _HyperStreams(_CrossDepthRule):
         """The streams after step i, and the weights step i + 1 reads them with."""
         _, write, mix = state.pending
         with full_precision(state.streams):
-            streams = stream_write(mix.contiguous(), state.streams, write.contiguous(),
-                                   u.to(state.streams.dtype).contiguous())
-            return _Hyper(streams, self.read_and_weigh(streams, i + 1) if i + 1 < self.shape.n_steps else None)
+            args = mix.contiguous(), state.streams, write.contiguous(), u.to(state.streams.dtype).contiguous()
+            if i + 1 == self.shape.n_steps:  # only the head reads the last streams, and only their sum
+                return _Hyper(None, None, stream_write_sum(*args))
+            streams = stream_write(*args)
+            return _Hyper(streams, self.read_and_weigh(streams, i + 1))
 
     def end(self, state):
+        if state.head is not None:
+            return state.head
         # the sum's gradient is one (B, T, d) tensor broadcast over the streams (stride 0), and CPU bmm's backward
         # copied it token by token for the last mixing step (4096 copies a step at the family size)
         return contiguous_grad(state.streams).sum(-2)

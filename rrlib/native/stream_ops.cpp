@@ -66,6 +66,17 @@ void dots(const scalar_t* x, const scalar_t* w, scalar_t* p, int64_t k, int64_t 
     }
     p[c] = a0, p[c + 1] = a1, p[c + 2] = a2, p[c + 3] = a3;
   }
+  if (c + 2 <= k) {  // a remainder of two or three rows: two sums in one pass
+    const scalar_t *w0 = w + c * len, *w1 = w0 + len;
+    scalar_t a0 = 0, a1 = 0;
+#pragma omp simd reduction(+ : a0, a1)
+    for (int64_t e = 0; e < len; ++e) {
+      a0 += x[e] * w0[e];
+      a1 += x[e] * w1[e];
+    }
+    p[c] = a0, p[c + 1] = a1;
+    c += 2;
+  }
   for (; c < k; ++c) p[c] = dot(x, w + c * len, len);
 }
 
@@ -79,14 +90,33 @@ void add_rows(scalar_t* y, const scalar_t* alpha, const scalar_t* w, int64_t k, 
 #pragma omp simd
     for (int64_t e = 0; e < len; ++e) y[e] += b0 * w0[e] + b1 * w1[e] + b2 * w2[e] + b3 * w3[e];
   }
+  if (c + 2 <= k) {
+    const scalar_t *w0 = w + c * len, *w1 = w0 + len;
+    const scalar_t b0 = alpha[c], b1 = alpha[c + 1];
+#pragma omp simd
+    for (int64_t e = 0; e < len; ++e) y[e] += b0 * w0[e] + b1 * w1[e];
+    c += 2;
+  }
   for (; c < k; ++c) axpy(y, alpha[c], w + c * len, len);
+}
+
+// y = Σ_c alpha[c] W_c over the k ≥ 1 rows of W, plus beta · v where v is given, in one pass for up to four rows
+// (rows missing from the first four enter with weight zero) where zeroing y and adding made two
+template <typename scalar_t>
+void set_rows(scalar_t* y, const scalar_t* alpha, const scalar_t* w, int64_t k, int64_t len, scalar_t beta = 0,
+              const scalar_t* v = nullptr) {
+  const scalar_t *w0 = w, *w1 = k > 1 ? w + len : w, *w2 = k > 2 ? w + 2 * len : w, *w3 = k > 3 ? w + 3 * len : w;
+  const scalar_t b0 = alpha[0], b1 = k > 1 ? alpha[1] : 0, b2 = k > 2 ? alpha[2] : 0, b3 = k > 3 ? alpha[3] : 0;
+  if (v == nullptr) v = w, beta = 0;
+#pragma omp simd
+  for (int64_t e = 0; e < len; ++e) y[e] = beta * v[e] + b0 * w0[e] + b1 * w1[e] + b2 * w2[e] + b3 * w3[e];
+  if (k > 4) add_rows(y, alpha + 4, w + 4 * len, k - 4, len);
 }
 
 // out[t, :] = Σ_j w[t, j] s[t, j, :]
 template <typename scalar_t>
 void read_token(const scalar_t* w, const scalar_t* s, scalar_t* out, int64_t n, int64_t d) {
-  std::fill(out, out + d, scalar_t(0));
-  add_rows(out, w, s, n, d);
+  set_rows(out, w, s, n, d);
 }
 
 // gw[t, j] = <g[t], s[t, j]>,  gs[t, j, :] = w[t, j] g[t, :]
@@ -101,10 +131,7 @@ void read_backward_token(const scalar_t* g, const scalar_t* w, const scalar_t* s
 template <typename scalar_t>
 void write_token(const scalar_t* m, const scalar_t* s, const scalar_t* b, const scalar_t* u, scalar_t* out,
                  int64_t n, int64_t d) {
-  for (int64_t i = 0; i < n; ++i) {
-    scale(out + i * d, b[i], u, d);
-    add_rows(out + i * d, m + i * n, s, n, d);
-  }
+  for (int64_t i = 0; i < n; ++i) set_rows(out + i * d, m + i * n, s, n, d, b[i], u);
 }
 
 // gM[t, i, j] = <g[t, i], s[t, j]>,  gs[t, j] = Σ_i M[t, i, j] g[t, i],  gb[t, i] = <g[t, i], u[t]>,
@@ -115,13 +142,11 @@ void write_backward_token(const scalar_t* g, const scalar_t* m, const scalar_t* 
                           int64_t d) {
   for (int64_t i = 0; i < n; ++i) dots(g + i * d, s, gm + i * n, n, d);
   dots(u, g, gb, n, d);
-  std::fill(gu, gu + d, scalar_t(0));
-  add_rows(gu, b, g, n, d);
+  set_rows(gu, b, g, n, d);
   scalar_t column[kMaxStreams];
   for (int64_t j = 0; j < n; ++j) {
     for (int64_t i = 0; i < n; ++i) column[i] = m[i * n + j];
-    std::fill(gs + j * d, gs + (j + 1) * d, scalar_t(0));
-    add_rows(gs + j * d, column, g, n, d);
+    set_rows(gs + j * d, column, g, n, d);
   }
 }
 
