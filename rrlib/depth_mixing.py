@@ -278,18 +278,16 @@ def project_rows(rows: torch.Tensor, weight: torch.Tensor):
     return q * r, r, q
 
 
-def project_rows_backward(grad_p, rows, weight, r, q, grad_rows=None):
-    r"""(∂rows, ∂W) of ``project_rows``:  ∂rows = (∂P r) W − (r³/len)(Σ_k ∂P_k q_k) rows,  ∂W = (∂P r)ᵀ rows.
+def project_rows_backward(grad_p, rows, weight, r, q):
+    r"""(∂rows, ∂W) of ``project_rows``:  ∂rows = (∂P r) W − (r³/len)(Σ_k ∂P_k q_k) rows,  ∂W = (∂P r)ᵀ rows,
+    the norm's share and the projection's in one ``addmm``."""
+    grad_q, norm = projection_grads(grad_p, r, q, rows.shape[-1])
+    return torch.addmm(rows * norm, grad_q, weight), grad_q.T @ rows
 
-    With ``grad_rows``, ∂rows is added into it in place (the step node's read gradient), else made by one
-    ``addmm``; either way the norm's share and the projection's go in with one matrix product."""
-    grad_q = grad_p * r
-    scale = torch.linalg.vecdot(grad_p, q).unsqueeze(-1) * r.pow(3) * (-1.0 / rows.shape[-1])
-    if grad_rows is None:
-        grad_rows = torch.addmm(rows * scale, grad_q, weight)
-    else:
-        grad_rows.addcmul_(rows, scale).addmm_(grad_q, weight)
-    return grad_rows, grad_q.T @ rows
+
+def projection_grads(grad_p, r, q, length):
+    """(∂q = ∂P r, the norm's coefficient −(r³/len)(Σ_k ∂P_k q_k) per row) of ``project_rows``."""
+    return grad_p * r, torch.linalg.vecdot(grad_p, q).unsqueeze(-1) * r.pow(3) * (-1.0 / length)
 
 
 def projected_rms(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:

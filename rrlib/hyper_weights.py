@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import torch
 
-from .depth_mixing import (SINKHORN_ITERS, kernels_for, project_rows, project_rows_backward, projected_rms,
-                           sinkhorn, stream_read)
+from .depth_mixing import (SINKHORN_ITERS, kernels_for, project_rows, projected_rms, projection_grads, sinkhorn,
+                           stream_read)
 
 
 def spread(values: torch.Tensor, counts: list[int]) -> torch.Tensor:
@@ -44,7 +44,8 @@ def hc_weights_plain(projected, static, scales):
 
 class _HC:
     """HC's weights in the kernels: tanh(P) by ATen (vectorised; a scalar tanh in the kernel cost more than the
-    rest of the tail), the rest by ``hc_weights``; the backward pass reuses tanh(P)."""
+    rest of the tail), the rest by ``hc_weights``. Backward: one kernel for the read's, the weights' and the
+    norm's gradients (``hc_step_backward``), which reuses tanh(P)."""
 
     @staticmethod
     def forward(projected, n, static, scales):
@@ -52,9 +53,10 @@ class _HC:
         return torch.ops.rrlib_native.hc_weights(tanh, static, scales), (tanh, scales)
 
     @staticmethod
-    def backward(grads, saved):
-        grad_p, grad_static, grad_scales = torch.ops.rrlib_native.hc_weights_backward(*grads, *saved)
-        return grad_p, (grad_static, grad_scales)
+    def backward(grad_h, grad_b, grad_mix, x, a, r, q, saved):
+        grad_x, grad_q, *grad_params = torch.ops.rrlib_native.hc_step_backward(grad_h, grad_b, grad_mix, x, a, r, q,
+                                                                              *saved)
+        return grad_x, grad_q, grad_params
 
 
 # ---- mHC: logits = α_g ⊙ P + b; H_pre = σ(·), H_post = 2σ(·), H_res = Sinkhorn(·)
@@ -89,9 +91,14 @@ class _MHC:
         return (pre, post, res), (pre, post, m0, projected, alpha)
 
     @staticmethod
-    def backward(grads, saved):
-        grad_p, grad_alpha, grad_bias = torch.ops.rrlib_native.mhc_weights_backward(*grads, *saved, SINKHORN_ITERS)
-        return grad_p, (grad_alpha, grad_bias)
+    def backward(grad_h, grad_b, grad_mix, x, a, r, q, saved):
+        grad_a, grad_x = torch.ops.rrlib_native.stream_read_backward(grad_h, a, x)
+        grad_p, *grad_params = torch.ops.rrlib_native.mhc_weights_backward(grad_a, grad_b, grad_mix, *saved,
+                                                                          SINKHORN_ITERS)
+        rows = x.view(q.shape[0], -1)
+        grad_q, norm = projection_grads(grad_p, r, q, rows.shape[-1])
+        grad_x.view(rows.shape).addcmul_(rows, norm)
+        return grad_x, grad_q, grad_params
 
 
 class _ReadAndWeigh(torch.autograd.Function):
@@ -101,8 +108,9 @@ class _ReadAndWeigh(torch.autograd.Function):
         h = Σ_j a_j x_j
 
     so that the streams have two consumers (this node and the step's write) where the separate projection, norm
-    and read made four, each adding a stream-sized gradient in the backward pass. Backward: the projection's
-    gradient (``project_rows_backward``) is added into the read's, in place.
+    and read made four, each adding a stream-sized gradient in the backward pass. Backward: the kind's kernels
+    give the read's and the norm's share of ∂x and ∂q = ∂P r (``project_rows_backward``'s formulas), and the
+    projection's share ∂q W is added into ∂x in place.
     """
 
     @staticmethod
@@ -125,8 +133,7 @@ class _ReadAndWeigh(torch.autograd.Function):
         grad_h, grad_b, grad_mix = (torch.zeros(tokens, *shape, dtype=x.dtype) if g is None
                                     else g.contiguous().view(tokens, *shape)
                                     for g, shape in ((grad_h, (d,)), (grad_b, (n,)), (grad_mix, (n, n))))
-        grad_a, grad_x = torch.ops.rrlib_native.stream_read_backward(grad_h, a, x)
-        grad_p, grad_params = ctx.kind.backward((grad_a, grad_b, grad_mix), saved)
+        grad_x, grad_q, grad_params = ctx.kind.backward(grad_h, grad_b, grad_mix, x, a, r, q, saved)
         rows = x.view(q.shape[0], -1)
-        _, grad_weight = project_rows_backward(grad_p.reshape(q.shape), rows, weight, r, q, grad_x.view(rows.shape))
-        return (grad_x.view(ctx.shape), grad_weight, None, None, *grad_params)
+        grad_x.view(rows.shape).addmm_(grad_q.view(q.shape), weight)
+        return (grad_x.view(ctx.shape), grad_q.view(q.shape).T @ rows, None, None, *grad_params)

@@ -49,6 +49,13 @@ void scale(scalar_t* y, scalar_t alpha, const scalar_t* x, int64_t d) {
   for (int64_t c = 0; c < d; ++c) y[c] = alpha * x[c];
 }
 
+// y = a1 · x1 + a2 · x2 over d channels
+template <typename scalar_t>
+void combine(scalar_t* y, scalar_t a1, const scalar_t* x1, scalar_t a2, const scalar_t* x2, int64_t d) {
+#pragma omp simd
+  for (int64_t c = 0; c < d; ++c) y[c] = a1 * x1[c] + a2 * x2[c];
+}
+
 // p[c] = <x, W_c> for the k rows of W (k × len), four rows per pass over x: x is loaded once for four
 // independent sums, where one dot() per row made a pass and a horizontal sum each (2× slower at n = 4)
 template <typename scalar_t>
@@ -420,43 +427,68 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> hc_weights(at::Tensor th, at::Ten
   return {a, b, m};
 }
 
-// Its gradient: ∂c from (∂a, ∂b, ∂M);  ∂P = ∂c · s · (1 − tanh²P),  ∂static = Σ_t ∂c,  ∂s = Σ ∂c · tanh P over
-// each scale's columns. Returns (∂P, ∂static, ∂s); parameter sums are per block of tokens, then added in order.
-std::tuple<at::Tensor, at::Tensor, at::Tensor> hc_weights_backward(at::Tensor ga, at::Tensor gb, at::Tensor gm,
-                                                                   at::Tensor th, at::Tensor scales) {
-  check(ga, "grad of a");
+// Their gradient, with the read's and the norm's, one token at a time (rrlib.hyper_weights' step node for HC):
+//   ∂a_j = <∂h, x_j>;  ∂c from (∂a, ∂b, ∂M);  ∂P = ∂c · s · (1 − tanh²P),  ∂static = Σ_t ∂c,
+//   ∂s = Σ ∂c · tanh P over each scale's columns;  ∂q_j = ∂P_j r_j,  ∂x_j = a_j ∂h − (r_j³/d)(Σ_k ∂P_jk q_jk) x_j
+// for the rows x_j of the streams, r_j = rms(x_j)^{-1} and q_j = W x_j. The caller adds the projection's share
+// (∂q W) into ∂x and makes ∂W = ∂qᵀ x with ATen's matrix products. Returns (∂x, ∂q, ∂static, ∂s); parameter
+// sums are per block of tokens, then added in order. Where the read's backward, this and the norm's were
+// separate, ∂x took a pass of its own for the norm's share, and ∂a and ∂P a tensor each.
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> hc_step_backward(
+    at::Tensor gh, at::Tensor gb, at::Tensor gm, at::Tensor x, at::Tensor a, at::Tensor r, at::Tensor q,
+    at::Tensor th, at::Tensor scales) {
+  check(gh, "grad of h");
   check(gb, "grad of b");
   check(gm, "grad of M");
+  check(x, "streams");
+  check(a, "a");
+  check(r, "inverse rms");
+  check(q, "q");
   check(th, "tanh of the projection");
   check(scales, "scales");
-  const int64_t N = th.size(0), n = th.size(1), K = th.size(2), blocks = n_partials(N);
-  auto gp = at::empty_like(th);
-  auto partial = at::zeros({blocks, n * K + 2}, th.options());
-  AT_DISPATCH_FLOATING_TYPES(th.scalar_type(), "hc_weights_backward", [&] {
-    const scalar_t *GA = ga.data_ptr<scalar_t>(), *GB = gb.data_ptr<scalar_t>(), *GM = gm.data_ptr<scalar_t>();
-    const scalar_t *TH = th.data_ptr<scalar_t>(), *SC = scales.data_ptr<scalar_t>();
-    scalar_t *GP = gp.data_ptr<scalar_t>(), *PART = partial.data_ptr<scalar_t>();
+  const int64_t N = x.size(0), n = x.size(1), d = x.size(2), K = n + 2, blocks = n_partials(N);
+  TORCH_CHECK(n <= kMaxStreams && th.numel() == N * n * K && q.numel() == N * n * K && r.numel() == N * n,
+              "HC's step backward takes streams (N, n, d), and q and tanh(P) (N, n, n + 2)");
+  auto gx = at::empty_like(x), gq = at::empty({N * n, K}, x.options());
+  auto partial = at::zeros({blocks, n * K + 2}, x.options());
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "hc_step_backward", [&] {
+    const scalar_t *GH = gh.data_ptr<scalar_t>(), *GB = gb.data_ptr<scalar_t>(), *GM = gm.data_ptr<scalar_t>();
+    const scalar_t *X = x.data_ptr<scalar_t>(), *A = a.data_ptr<scalar_t>(), *R = r.data_ptr<scalar_t>();
+    const scalar_t *Q = q.data_ptr<scalar_t>(), *TH = th.data_ptr<scalar_t>(), *SC = scales.data_ptr<scalar_t>();
+    scalar_t *GX = gx.data_ptr<scalar_t>(), *GQ = gq.data_ptr<scalar_t>(), *PART = partial.data_ptr<scalar_t>();
     at::parallel_for(0, blocks, 1, [&](int64_t first, int64_t last) {
+      std::vector<scalar_t> gp(n * K);
+      scalar_t ga[kMaxStreams];
       for (int64_t block = first; block < last; ++block) {
         scalar_t* g_static = PART + block * (n * K + 2);
         scalar_t* g_scales = g_static + n * K;
-        for (int64_t t = block * kTokensPerPartial; t < std::min(N, (block + 1) * kTokensPerPartial); ++t)
+        for (int64_t t = block * kTokensPerPartial; t < std::min(N, (block + 1) * kTokensPerPartial); ++t) {
+          const scalar_t *gh_t = GH + t * d, *x_t = X + t * n * d;
+          dots(gh_t, x_t, ga, n, d);
           for (int64_t j = 0; j < n; ++j)
             for (int64_t col = 0; col < K; ++col) {
-              const scalar_t gc = col == 0       ? GA[t * n + j]
-                                  : col == n + 1 ? GB[t * n + j]
-                                                 : GM[(t * n + col - 1) * n + j];
-              const int64_t e = (t * n + j) * K + col;
-              const scalar_t tanh = TH[e];
-              GP[e] = gc * SC[col == n + 1] * (scalar_t(1) - tanh * tanh);
+              const scalar_t gc = col == 0 ? ga[j] : col == n + 1 ? GB[t * n + j] : GM[(t * n + col - 1) * n + j];
+              const scalar_t tanh = TH[(t * n + j) * K + col];
+              gp[j * K + col] = gc * SC[col == n + 1] * (scalar_t(1) - tanh * tanh);
               g_static[j * K + col] += gc;
               g_scales[col == n + 1] += gc * tanh;
             }
+          for (int64_t j = 0; j < n; ++j) {
+            const int64_t row = t * n + j;
+            const scalar_t rj = R[row];
+            scalar_t norm = 0;
+            for (int64_t k = 0; k < K; ++k) {
+              GQ[row * K + k] = gp[j * K + k] * rj;
+              norm += gp[j * K + k] * Q[row * K + k];
+            }
+            combine(GX + row * d, A[row], gh_t, norm * rj * rj * rj * scalar_t(-1.0 / d), x_t + j * d, d);
+          }
+        }
       }
     });
   });
   auto sums = partial.sum(0);
-  return {gp, sums.narrow(0, 0, n * K).view({n, K}), sums.narrow(0, n * K, 2)};
+  return {gx, gq, sums.narrow(0, 0, n * K).view({n, K}), sums.narrow(0, n * K, 2)};
 }
 
 template <typename scalar_t>
@@ -787,8 +819,8 @@ TORCH_LIBRARY(rrlib_native, m) {
         " Tensor inverse_rms, Tensor u, Tensor gate_query, Tensor gate_bias, Tensor pool_query, Tensor streams_out,"
         " Tensor inverse_rms_out, float scale) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
   m.def("hc_weights(Tensor tanh, Tensor static, Tensor scales) -> (Tensor, Tensor, Tensor)");
-  m.def("hc_weights_backward(Tensor grad_a, Tensor grad_b, Tensor grad_mix, Tensor tanh, Tensor scales)"
-        " -> (Tensor, Tensor, Tensor)");
+  m.def("hc_step_backward(Tensor grad_h, Tensor grad_b, Tensor grad_mix, Tensor streams, Tensor a,"
+        " Tensor inverse_rms, Tensor q, Tensor tanh, Tensor scales) -> (Tensor, Tensor, Tensor, Tensor)");
   m.def("mhc_weights(Tensor projection, Tensor alpha, Tensor bias, int n, int iters)"
         " -> (Tensor, Tensor, Tensor, Tensor)");
   m.def("mhc_weights_backward(Tensor grad_pre, Tensor grad_post, Tensor grad_res, Tensor pre, Tensor post,"
@@ -808,7 +840,7 @@ TORCH_LIBRARY_IMPL(rrlib_native, CPU, m) {
   m.impl("mgr_gate_pool", &mgr_gate_pool);
   m.impl("mgr_gate_pool_backward", &mgr_gate_pool_backward);
   m.impl("hc_weights", &hc_weights);
-  m.impl("hc_weights_backward", &hc_weights_backward);
+  m.impl("hc_step_backward", &hc_step_backward);
   m.impl("mhc_weights", &mhc_weights);
   m.impl("mhc_weights_backward", &mhc_weights_backward);
 }
