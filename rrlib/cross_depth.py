@@ -36,7 +36,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from .depth_mixing import (contiguous_grad, depth_attention_macs, full_precision,
-                           inverse_rms, route, scored, stream_write, stream_write_sum)
+                           inverse_rms, route, scored, stream_write_sum)
 from .gate_pool import gate_plain, gate_pool, pool
 from .hyper_weights import hc_read_and_weigh, mhc_read_and_weigh
 from .residuals import ConfigError, ResidualRule, StreamShape, register
@@ -409,14 +409,16 @@ class _HyperStreams(_CrossDepthRule):
         self.n_streams = _positive_int("n_streams", n_streams)
         self.n_columns = n_columns
 
-    def read_and_weigh(self, streams, i):
+    def read_and_weigh(self, streams, i, write=None):
+        """(streams, (h, b, M)): step i's input and weights read from the streams, after writing them with
+        ``write`` = (M, b, u) of step i − 1 if given (rrlib.hyper_weights)."""
         raise NotImplementedError
 
     def begin(self, x0):
         # contiguous: CPU bmm copies each token's matrix of a broadcast (stride-0) operand apart, 11 ms a step
         streams = x0.unsqueeze(-2).expand(*x0.shape[:-1], self.n_streams, x0.shape[-1]).contiguous()
         with full_precision(streams):
-            return _Hyper(streams, self.mixing(self.read_and_weigh, streams, 0))
+            return _Hyper(*self.mixing(self.read_and_weigh, streams, 0))
 
     def read(self, state, i):
         return state.pending[0]
@@ -428,11 +430,10 @@ class _HyperStreams(_CrossDepthRule):
         """The streams after step i, and the weights step i + 1 reads them with."""
         _, write, mix = state.pending
         with full_precision(state.streams):
-            args = mix.contiguous(), state.streams, write.contiguous(), u.to(state.streams.dtype).contiguous()
+            mix, write, u = mix.contiguous(), write.contiguous(), u.to(state.streams.dtype).contiguous()
             if i + 1 == self.shape.n_steps:  # only the head reads the last streams, and only their sum
-                return _Hyper(None, None, stream_write_sum(*args))
-            streams = stream_write(*args)
-            return _Hyper(streams, self.read_and_weigh(streams, i + 1))
+                return _Hyper(None, None, stream_write_sum(mix, state.streams, write, u))
+            return _Hyper(*self.read_and_weigh(state.streams, i + 1, (mix, write, u)))
 
     def end(self, state):
         if state.head is not None:
@@ -483,10 +484,10 @@ class HyperConnections(_HyperStreams):
         nn.init.zeros_(self.dynamic)
         nn.init.constant_(self.scales, 0.01)
 
-    def read_and_weigh(self, streams, i):
+    def read_and_weigh(self, streams, i, write=None):
         """Step i's input A_mᵀ H and its (B, A_rᵀ): (B, T, d), (B, T, n), (B, T, n, n)."""
         k = self.shape.unique(i)
-        return hc_read_and_weigh(streams, self.dynamic[k], self.static[k], self.scales[k])
+        return hc_read_and_weigh(streams, self.dynamic[k], self.static[k], self.scales[k], write)
 
 
 @register("mhc")
@@ -536,7 +537,7 @@ class ManifoldHyperConnections(_HyperStreams):
         nn.init.zeros_(self.phi)
         nn.init.constant_(self.alpha, 0.01)
 
-    def read_and_weigh(self, x, i):
+    def read_and_weigh(self, x, i, write=None):
         """Step i's input H_pre x and its (H_post, H_res): (B, T, d), (B, T, n), (B, T, n, n), the weights fp32."""
         k = self.shape.unique(i)
-        return mhc_read_and_weigh(x, self.phi[k], self.alpha[k], self.bias[k])
+        return mhc_read_and_weigh(x, self.phi[k], self.alpha[k], self.bias[k], write)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 
 from .depth_mixing import (SINKHORN_ITERS, kernels_for, project_rows, projected_rms, projection_grads, sinkhorn,
-                           stream_read)
+                           stream_read, stream_write, stream_write_grads)
 
 
 def spread(values: torch.Tensor, counts: list[int]) -> torch.Tensor:
@@ -26,13 +26,28 @@ def spread(values: torch.Tensor, counts: list[int]) -> torch.Tensor:
 # ---- HC: c = static + s ⊙ tanh(P), read weights A_m = c[:, 0], write B = c[:, n+1], mixing A_rᵀ = c[:, 1:n+1]ᵀ
 
 
-def hc_read_and_weigh(streams: torch.Tensor, weight: torch.Tensor, static: torch.Tensor, scales: torch.Tensor):
-    """HC's step input h = A_mᵀ H and the step's (B, A_rᵀ), from H (…, n, d), W (n + 2, d), ``static``
-    (n, n + 2) and ``scales`` (s_α, s_β): (…, d), (…, n), (…, n, n)."""
-    if kernels_for(streams, weight, static, scales) is None:
+def hc_read_and_weigh(streams: torch.Tensor, weight: torch.Tensor, static: torch.Tensor, scales: torch.Tensor,
+                      write: tuple | None = None):
+    """(H, (h, B, A_rᵀ)): the streams H (…, n, d), HC's step input h = A_mᵀ H and the step's (B, A_rᵀ), from W
+    (n + 2, d), ``static`` (n, n + 2) and ``scales`` (s_α, s_β): (…, d), (…, n), (…, n, n). With ``write`` = the
+    previous step's (A_rᵀ, B, u), H is first written from the given streams (``stream_write``), in the same node."""
+    if kernels_for(streams, weight, static, scales, *(write or ())) is None:
+        streams = _written(streams, write)
         a, b, mix = hc_weights_plain(projected_rms(streams, weight), static, scales)
-        return stream_read(a.contiguous(), streams, -2), b, mix
-    return _ReadAndWeigh.apply(streams, weight, streams.shape[-2], _HC, static, scales)
+        return streams, (stream_read(a.contiguous(), streams, -2), b, mix)
+    return _step(streams, write, weight, streams.shape[-2], _HC, static, scales)
+
+
+def _written(streams, write):
+    return streams if write is None else stream_write(write[0], streams, *write[1:])
+
+
+def _step(streams, write, weight, rows_per_token, kind, *params):
+    """The step's node in the kernels: ``_ReadAndWeigh``, or ``_WriteAndWeigh`` after a write."""
+    if write is None:
+        return streams, _ReadAndWeigh.apply(streams, weight, rows_per_token, kind, *params)
+    written, *pending = _WriteAndWeigh.apply(streams, *write, weight, rows_per_token, kind, *params)
+    return written, tuple(pending)
 
 
 def hc_weights_plain(projected, static, scales):
@@ -53,25 +68,28 @@ class _HC:
         return torch.ops.rrlib_native.hc_weights(tanh, static, scales), (tanh, scales)
 
     @staticmethod
-    def backward(grad_h, grad_b, grad_mix, x, a, r, q, saved):
+    def backward(grad_h, grad_b, grad_mix, x, a, r, q, saved, grad_streams):
         grad_x, grad_q, *grad_params = torch.ops.rrlib_native.hc_step_backward(grad_h, grad_b, grad_mix, x, a, r, q,
-                                                                              *saved)
+                                                                              *saved, grad_streams)
         return grad_x, grad_q, grad_params
 
 
 # ---- mHC: logits = α_g ⊙ P + b; H_pre = σ(·), H_post = 2σ(·), H_res = Sinkhorn(·)
 
 
-def mhc_read_and_weigh(streams: torch.Tensor, weight: torch.Tensor, alpha: torch.Tensor, bias: torch.Tensor):
-    """mHC's step input h = H_pre x and the step's (H_post, H_res), from x (…, n, d), φ (2n + n², n·d),
-    ``alpha`` (α_pre, α_post, α_res) and ``bias``: (…, d), (…, n), (…, n, n); the weights in fp32."""
+def mhc_read_and_weigh(streams: torch.Tensor, weight: torch.Tensor, alpha: torch.Tensor, bias: torch.Tensor,
+                       write: tuple | None = None):
+    """(x, (h, H_post, H_res)): the streams x (…, n, d), mHC's step input h = H_pre x and the step's (H_post,
+    H_res), from φ (2n + n², n·d), ``alpha`` (α_pre, α_post, α_res) and ``bias``: (…, d), (…, n), (…, n, n), the
+    weights in fp32. ``write`` as ``hc_read_and_weigh``'s."""
     n = streams.shape[-2]
     # the kernels make the weights in the streams' dtype, and mHC's weights are fp32: fp64 streams (tests) take
     # the PyTorch path, which casts the projection
-    if kernels_for(streams, weight, alpha, bias) is None or streams.dtype != torch.float32:
+    if kernels_for(streams, weight, alpha, bias, *(write or ())) is None or streams.dtype != torch.float32:
+        streams = _written(streams, write)
         pre, post, res = mhc_weights_plain(projected_rms(streams.flatten(-2), weight), alpha, bias, n)
-        return stream_read(pre.to(streams.dtype).contiguous(), streams, -2), post, res
-    return _ReadAndWeigh.apply(streams, weight, 1, _MHC, alpha, bias)
+        return streams, (stream_read(pre.to(streams.dtype).contiguous(), streams, -2), post, res)
+    return _step(streams, write, weight, 1, _MHC, alpha, bias)
 
 
 def mhc_weights_plain(projected, alpha, bias, n, iters=SINKHORN_ITERS):
@@ -91,8 +109,10 @@ class _MHC:
         return (pre, post, res), (pre, post, m0, projected, alpha)
 
     @staticmethod
-    def backward(grad_h, grad_b, grad_mix, x, a, r, q, saved):
+    def backward(grad_h, grad_b, grad_mix, x, a, r, q, saved, grad_streams):
         grad_a, grad_x = torch.ops.rrlib_native.stream_read_backward(grad_h, a, x)
+        if grad_streams is not None:
+            grad_x += grad_streams
         grad_p, *grad_params = torch.ops.rrlib_native.mhc_weights_backward(grad_a, grad_b, grad_mix, *saved,
                                                                           SINKHORN_ITERS)
         rows = x.view(q.shape[0], -1)
@@ -110,30 +130,75 @@ class _ReadAndWeigh(torch.autograd.Function):
     so that the streams have two consumers (this node and the step's write) where the separate projection, norm
     and read made four, each adding a stream-sized gradient in the backward pass. Backward: the kind's kernels
     give the read's and the norm's share of ∂x and ∂q = ∂P r (``project_rows_backward``'s formulas), and the
-    projection's share ∂q W is added into ∂x in place.
+    projection's share ∂q W is added into ∂x in place. Used for the first step; the later ones take
+    ``_WriteAndWeigh``.
     """
 
     @staticmethod
     def forward(ctx, streams, weight, rows_per_token, kind, *params):
-        n, d = streams.shape[-2:]
-        x = streams.reshape(-1, n, d)
-        rows = x.view(-1, n * d // rows_per_token)
-        p, r, q = project_rows(rows, weight)
-        (a, b, mix), saved = kind.forward(p, n, *params)
-        h = stream_read(a, x, -2)  # the op with its FLOP formula, which runs the kernel
-        ctx.save_for_backward(x, weight, r, q, a, *saved)
+        outputs, saved = _weigh(streams.reshape(-1, *streams.shape[-2:]), weight, rows_per_token, kind, params)
+        ctx.save_for_backward(*saved)
         ctx.kind, ctx.shape = kind, streams.shape
-        lead = streams.shape[:-2]
-        return h.view(*lead, d), b.view(*lead, n), mix.view(*lead, n, n)
+        return _unflatten(outputs, streams.shape)
 
     @staticmethod
     def backward(ctx, grad_h, grad_b, grad_mix):
-        x, weight, r, q, a, *saved = ctx.saved_tensors
-        tokens, n, d = x.shape
-        grad_h, grad_b, grad_mix = (torch.zeros(tokens, *shape, dtype=x.dtype) if g is None
-                                    else g.contiguous().view(tokens, *shape)
-                                    for g, shape in ((grad_h, (d,)), (grad_b, (n,)), (grad_mix, (n, n))))
-        grad_x, grad_q, grad_params = ctx.kind.backward(grad_h, grad_b, grad_mix, x, a, r, q, saved)
-        rows = x.view(q.shape[0], -1)
-        grad_x.view(rows.shape).addmm_(grad_q.view(q.shape), weight)
-        return (grad_x.view(ctx.shape), grad_q.view(q.shape).T @ rows, None, None, *grad_params)
+        grad_x, grad_weight, grad_params = _weigh_backward(ctx.kind, ctx.saved_tensors, grad_h, grad_b, grad_mix)
+        return (grad_x.view(ctx.shape), grad_weight, None, None, *grad_params)
+
+
+class _WriteAndWeigh(torch.autograd.Function):
+    r"""The previous step's write x' = M x + b ⊗ u and ``_ReadAndWeigh`` of x' as one node.
+
+    x' has one consumer less (the next such node, where the write and the step node made two), so autograd no
+    longer sums two stream-sized gradients for it: the kind's backward kernel starts ∂x' from the next node's
+    gradient (HC; mHC adds it in place), and the write's backward runs on the result.
+    """
+
+    @staticmethod
+    def forward(ctx, streams, mix, write, u, weight, rows_per_token, kind, *params):
+        written = stream_write(mix, streams, write, u)  # the op with its FLOP formula, which runs the kernel
+        outputs, saved = _weigh(written.view(-1, *streams.shape[-2:]), weight, rows_per_token, kind, params)
+        ctx.save_for_backward(streams, mix, write, u, *saved)
+        ctx.kind = kind
+        return (written, *_unflatten(outputs, streams.shape))
+
+    @staticmethod
+    def backward(ctx, grad_written, grad_h, grad_b, grad_mix):
+        streams, mix, write, u, *saved = ctx.saved_tensors
+        grad_x, grad_weight, grad_params = _weigh_backward(ctx.kind, saved, grad_h, grad_b, grad_mix, grad_written)
+        grad_mix, grad_streams, grad_write, grad_u = stream_write_grads(grad_x.view(streams.shape), mix, streams,
+                                                                        write, u)
+        return (grad_streams, grad_mix, grad_write, grad_u, grad_weight, None, None, *grad_params)
+
+
+def _weigh(x, weight, rows_per_token, kind, params):
+    """The step node's forward on the streams x (N, n, d): (h, b, M) per token, and the tensors its backward
+    needs."""
+    n, d = x.shape[-2:]
+    rows = x.view(-1, n * d // rows_per_token)
+    p, r, q = project_rows(rows, weight)
+    (a, b, mix), saved = kind.forward(p, n, *params)
+    h = stream_read(a, x, -2)  # the op with its FLOP formula, which runs the kernel
+    return (h, b, mix), (x, weight, r, q, a, *saved)
+
+
+def _unflatten(outputs, shape):
+    """(h, b, M) per token → (…, d), (…, n), (…, n, n) for streams of ``shape`` (…, n, d)."""
+    (h, b, mix), lead, (n, d) = outputs, shape[:-2], shape[-2:]
+    return h.view(*lead, d), b.view(*lead, n), mix.view(*lead, n, n)
+
+
+def _weigh_backward(kind, saved, grad_h, grad_b, grad_mix, grad_streams=None):
+    """(∂x, ∂W, the kind's parameter gradients) of ``_weigh``; ``grad_streams``: x's gradient from elsewhere."""
+    x, weight, r, q, a, *kind_saved = saved
+    tokens, n, d = x.shape
+    grad_h, grad_b, grad_mix = (torch.zeros(tokens, *shape, dtype=x.dtype) if g is None
+                                else g.contiguous().view(tokens, *shape)
+                                for g, shape in ((grad_h, (d,)), (grad_b, (n,)), (grad_mix, (n, n))))
+    if grad_streams is not None:
+        grad_streams = grad_streams.contiguous().view(tokens, n, d)
+    grad_x, grad_q, grad_params = kind.backward(grad_h, grad_b, grad_mix, x, a, r, q, kind_saved, grad_streams)
+    rows = x.view(q.shape[0], -1)
+    grad_x.view(rows.shape).addmm_(grad_q.view(q.shape), weight)
+    return grad_x, grad_q.view(q.shape).T @ rows, grad_params

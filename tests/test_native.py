@@ -75,23 +75,39 @@ def _flat(outputs):
     return torch.cat([t.flatten() for t in outputs])
 
 
+def _step(read_and_weigh, written):
+    """The step node as a function of flat inputs: (streams, W, params…[, mix, b, u]) → its outputs, flattened."""
+    def fn(streams, weight, first, second, *write):
+        streams_read, pending = read_and_weigh(streams, weight, first, second, tuple(write) if write else None)
+        return _flat((streams_read, *pending) if written else pending)
+    return fn
+
+
+def _write_inputs(tokens, n, d, **dtype):
+    return [torch.randn(tokens, n, n, **dtype), torch.randn(tokens, n, **dtype), torch.randn(tokens, d, **dtype)]
+
+
+@pytest.mark.parametrize("written", [False, True], ids=["read", "write-and-read"])
 @pytest.mark.parametrize("n, d", [(4, 6), (3, 19)])
-def test_hc_read_and_weigh_kernels_match_pytorch(kernels, monkeypatch, n, d):
-    streams, weight = torch.randn(2, 5, n, d, **F64), torch.randn(n + 2, d, **F64)
+def test_hc_step_kernels_match_pytorch(kernels, monkeypatch, n, d, written):
+    tokens = 10
+    streams, weight = torch.randn(tokens, n, d, **F64), torch.randn(n + 2, d, **F64)
     static, scales = torch.randn(n, n + 2, **F64), torch.rand(2, **F64) + 0.5
-    fn = lambda *inputs: _flat(hc_read_and_weigh(*inputs))  # noqa: E731
-    grad = torch.randn(2 * 5 * (d + n + n * n), **F64)
-    _assert_same(_with_and_without(monkeypatch, fn, [streams, weight, static, scales], grad))
+    inputs = [streams, weight, static, scales] + (_write_inputs(tokens, n, d, **F64) if written else [])
+    grad = torch.randn(tokens * (d + n + n * n + (n * d if written else 0)), **F64)
+    _assert_same(_with_and_without(monkeypatch, _step(hc_read_and_weigh, written), inputs, grad))
 
 
+@pytest.mark.parametrize("written", [False, True], ids=["read", "write-and-read"])
 @pytest.mark.parametrize("tokens", [3, 70])  # under and over one chunk of the Sinkhorn kernel's 64 lanes
-def test_mhc_read_and_weigh_kernels_match_pytorch(kernels, monkeypatch, tokens):
+def test_mhc_step_kernels_match_pytorch(kernels, monkeypatch, tokens, written):
     n, d = 4, 5
     streams, weight = torch.randn(tokens, n, d), torch.randn(2 * n + n * n, n * d) * 0.3
     alpha, bias = torch.rand(3) + 0.5, torch.randn(2 * n + n * n)
-    fn = lambda *inputs: _flat(mhc_read_and_weigh(*inputs))  # noqa: E731
-    grad = torch.randn(tokens * (d + n + n * n))
-    _assert_same(_with_and_without(monkeypatch, fn, [streams, weight, alpha, bias], grad), rtol=1e-5, atol=1e-6)
+    inputs = [streams, weight, alpha, bias] + (_write_inputs(tokens, n, d) if written else [])
+    grad = torch.randn(tokens * (d + n + n * n + (n * d if written else 0)))
+    _assert_same(_with_and_without(monkeypatch, _step(mhc_read_and_weigh, written), inputs, grad), rtol=1e-5,
+                 atol=1e-6)
 
 
 @pytest.mark.parametrize("k", [2, 4])

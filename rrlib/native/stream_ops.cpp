@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -54,6 +55,14 @@ template <typename scalar_t>
 void combine(scalar_t* y, scalar_t a1, const scalar_t* x1, scalar_t a2, const scalar_t* x2, int64_t d) {
 #pragma omp simd
   for (int64_t c = 0; c < d; ++c) y[c] = a1 * x1[c] + a2 * x2[c];
+}
+
+// y = x + a1 · x1 + a2 · x2 over d channels
+template <typename scalar_t>
+void combine_into(scalar_t* y, const scalar_t* x, scalar_t a1, const scalar_t* x1, scalar_t a2, const scalar_t* x2,
+                  int64_t d) {
+#pragma omp simd
+  for (int64_t c = 0; c < d; ++c) y[c] = x[c] + a1 * x1[c] + a2 * x2[c];
 }
 
 // p[c] = <x, W_c> for the k rows of W (k × len), four rows per pass over x: x is loaded once for four
@@ -431,12 +440,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> hc_weights(at::Tensor th, at::Ten
 //   ∂a_j = <∂h, x_j>;  ∂c from (∂a, ∂b, ∂M);  ∂P = ∂c · s · (1 − tanh²P),  ∂static = Σ_t ∂c,
 //   ∂s = Σ ∂c · tanh P over each scale's columns;  ∂q_j = ∂P_j r_j,  ∂x_j = a_j ∂h − (r_j³/d)(Σ_k ∂P_jk q_jk) x_j
 // for the rows x_j of the streams, r_j = rms(x_j)^{-1} and q_j = W x_j. The caller adds the projection's share
-// (∂q W) into ∂x and makes ∂W = ∂qᵀ x with ATen's matrix products. Returns (∂x, ∂q, ∂static, ∂s); parameter
-// sums are per block of tokens, then added in order. Where the read's backward, this and the norm's were
-// separate, ∂x took a pass of its own for the norm's share, and ∂a and ∂P a tensor each.
+// (∂q W) into ∂x and makes ∂W = ∂qᵀ x with ATen's matrix products. With ``gx_in`` (the streams' gradient from
+// their other consumer, the next write), ∂x starts from it. Returns (∂x, ∂q, ∂static, ∂s); parameter sums are
+// per block of tokens, then added in order. Where the read's backward, this and the norm's were separate, ∂x
+// took a pass of its own for the norm's share, and ∂a and ∂P a tensor each.
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> hc_step_backward(
     at::Tensor gh, at::Tensor gb, at::Tensor gm, at::Tensor x, at::Tensor a, at::Tensor r, at::Tensor q,
-    at::Tensor th, at::Tensor scales) {
+    at::Tensor th, at::Tensor scales, std::optional<at::Tensor> gx_in) {
   check(gh, "grad of h");
   check(gb, "grad of b");
   check(gm, "grad of M");
@@ -446,6 +456,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> hc_step_backward(
   check(q, "q");
   check(th, "tanh of the projection");
   check(scales, "scales");
+  if (gx_in) check(*gx_in, "grad of the streams");
   const int64_t N = x.size(0), n = x.size(1), d = x.size(2), K = n + 2, blocks = n_partials(N);
   TORCH_CHECK(n <= kMaxStreams && th.numel() == N * n * K && q.numel() == N * n * K && r.numel() == N * n,
               "HC's step backward takes streams (N, n, d), and q and tanh(P) (N, n, n + 2)");
@@ -456,6 +467,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> hc_step_backward(
     const scalar_t *X = x.data_ptr<scalar_t>(), *A = a.data_ptr<scalar_t>(), *R = r.data_ptr<scalar_t>();
     const scalar_t *Q = q.data_ptr<scalar_t>(), *TH = th.data_ptr<scalar_t>(), *SC = scales.data_ptr<scalar_t>();
     scalar_t *GX = gx.data_ptr<scalar_t>(), *GQ = gq.data_ptr<scalar_t>(), *PART = partial.data_ptr<scalar_t>();
+    const scalar_t* GX_IN = gx_in ? gx_in->data_ptr<scalar_t>() : nullptr;
     at::parallel_for(0, blocks, 1, [&](int64_t first, int64_t last) {
       std::vector<scalar_t> gp(n * K);
       scalar_t ga[kMaxStreams];
@@ -481,7 +493,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> hc_step_backward(
               GQ[row * K + k] = gp[j * K + k] * rj;
               norm += gp[j * K + k] * Q[row * K + k];
             }
-            combine(GX + row * d, A[row], gh_t, norm * rj * rj * rj * scalar_t(-1.0 / d), x_t + j * d, d);
+            const scalar_t coef = norm * rj * rj * rj * scalar_t(-1.0 / d);
+            if (GX_IN)
+              combine_into(GX + row * d, GX_IN + row * d, A[row], gh_t, coef, x_t + j * d, d);
+            else
+              combine(GX + row * d, A[row], gh_t, coef, x_t + j * d, d);
           }
         }
       }
@@ -820,7 +836,8 @@ TORCH_LIBRARY(rrlib_native, m) {
         " Tensor inverse_rms_out, float scale) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
   m.def("hc_weights(Tensor tanh, Tensor static, Tensor scales) -> (Tensor, Tensor, Tensor)");
   m.def("hc_step_backward(Tensor grad_h, Tensor grad_b, Tensor grad_mix, Tensor streams, Tensor a,"
-        " Tensor inverse_rms, Tensor q, Tensor tanh, Tensor scales) -> (Tensor, Tensor, Tensor, Tensor)");
+        " Tensor inverse_rms, Tensor q, Tensor tanh, Tensor scales, Tensor? grad_streams)"
+        " -> (Tensor, Tensor, Tensor, Tensor)");
   m.def("mhc_weights(Tensor projection, Tensor alpha, Tensor bias, int n, int iters)"
         " -> (Tensor, Tensor, Tensor, Tensor)");
   m.def("mhc_weights_backward(Tensor grad_pre, Tensor grad_post, Tensor grad_res, Tensor pre, Tensor post,"
