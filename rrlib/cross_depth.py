@@ -401,7 +401,9 @@ class _HyperStreams(_CrossDepthRule):
 
     ``read_and_weigh(x, i)`` gives step i's input h and its (b, M) from a projection of ``n_columns`` columns
     (h needs only the streams and a, so it is read at once). ``write`` makes the next step's streams and reads
-    them, so each projection runs once per step and the streams have two consumers (rrlib.hyper_weights).
+    them in the same call (one autograd node on the CPU, rrlib.hyper_weights), so each projection runs once per
+    step and each set of streams has one consumer. After the last step only the head reads the streams, and only
+    their sum, which ``stream_write_sum`` makes without the streams.
     """
 
     def __init__(self, shape: StreamShape, n_streams: int, n_columns: int, recompute: bool = False):

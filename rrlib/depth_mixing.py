@@ -153,7 +153,7 @@ def stream_write(mix: torch.Tensor, streams: torch.Tensor, write: torch.Tensor, 
     over the full streams for each of b and u, where one ``vecdot`` each does (2.6 ms against 2.3 in all).
     Only M x counts as FLOPs (``register_flop_formula`` below): the outer product is elementwise work, as the
     standard residual's h + u is. On the CPU rrlib.native's kernel does each token's product, outer product
-    and their backward in one pass: 0.16 ms against 0.42 forward, 0.48 against 1.24 backward.
+    and their backward in one pass: 0.11 ms against 0.42 forward, 0.41 against 1.24 backward.
     """
     kernels = kernels_for(mix, streams, write, u)
     if kernels is not None:
@@ -203,7 +203,7 @@ def stream_write_sum(mix: torch.Tensor, streams: torch.Tensor, write: torch.Tens
 
     Arguments as ``stream_write``'s. One weighted read of the streams where the write and the sum made a new set
     of streams and a pass over them each way (at the ``family`` size on a CPU the write alone took 0.8 ms forward
-    and 1.8 ms backward inside a training step). FLOPs: counted as the write it stands for
+    and 1.8 ms backward in a profiled training step). FLOPs: counted as the write it stands for
     (``register_flop_formula`` below), as the model's accounting counts the method's arithmetic, not an
     implementation's (attention too is counted over the full square that the causal kernel halves).
     """
@@ -276,9 +276,9 @@ def project_rows(rows: torch.Tensor, weight: torch.Tensor):
     autograd (``_ProjectedRMS`` and rrlib.hyper_weights' step node keep r and q for ``project_rows_backward``)."""
     r = inverse_rms_values(rows)
     # on the CPU MKL makes the k × N product (k rows of W by the rows) 2× faster than the N × k one for HC's
-    # k = n + 2 = 6 (0.16 ms against 0.38 at the family size; mHC's k = 24: 0.36 against 0.43); its transposed
-    # copy is small (N × k)
-    q = (weight @ rows.T).T.contiguous() if rows.device.type == "cpu" else rows @ weight.T
+    # k = n + 2 = 6 (0.16 ms against 0.38 at the family size; mHC's k = 24: 0.36 against 0.43); q is its
+    # transpose, a view (N × k laid out column by column), and so is P
+    q = (weight @ rows.T).T if rows.device.type == "cpu" else rows @ weight.T
     return q * r, r, q
 
 

@@ -5,9 +5,9 @@ As PyTorch operations the weights are a few dozen small operations per sublayer,
 for mHC the exponential and Sinkhorn), and the projection, its norm and the read each add a stream-sized
 gradient in the backward pass. At the ``family`` size on a CPU (one thread) the coefficients took 24 of the
 47 ms HC's step spent over the standard residual's, and 24 of mHC's 41 (measured by replacing them with
-constants). On the CPU in fp32 (and fp64) the step is one autograd node (``_ReadAndWeigh``): ATen's matrix
-product for the projection, rrlib.native's kernels for the norm, the weights (``_HC``, ``_MHC``) and the read;
-elsewhere (CUDA, bf16 streams, no kernels built, ``RRLIB_NATIVE=0``) the same formulas run as PyTorch
+constants). On the CPU in fp32 (and fp64) the step is one autograd node (``_ReadAndWeigh`` for the first,
+``_WriteAndWeigh`` with the previous step's write for the others): ATen's matrix product for the projection,
+rrlib.native's kernels for the write, the norm, the weights (``_HC``, ``_MHC``) and the read; elsewhere (CUDA, bf16 streams, no kernels built, ``RRLIB_NATIVE=0``) the same formulas run as PyTorch
 operations (``hc_weights_plain``, ``mhc_weights_plain``), and tests/test_native.py compares the two.
 """
 from __future__ import annotations
@@ -64,14 +64,15 @@ class _HC:
 
     @staticmethod
     def forward(projected, n, static, scales):
-        tanh = torch.tanh(projected).view(-1, n, n + 2)
+        # the kernels take P's columns one after another (n + 2, N, n), as project_rows makes them on the CPU
+        tanh = torch.tanh(projected).T.contiguous().view(n + 2, -1, n)
         return torch.ops.rrlib_native.hc_weights(tanh, static, scales), (tanh, scales)
 
     @staticmethod
     def backward(grad_h, grad_b, grad_mix, x, a, r, q, saved, grad_streams):
-        grad_x, grad_q, *grad_params = torch.ops.rrlib_native.hc_step_backward(grad_h, grad_b, grad_mix, x, a, r, q,
-                                                                              *saved, grad_streams)
-        return grad_x, grad_q, grad_params
+        grad_x, grad_q, *grad_params = torch.ops.rrlib_native.hc_step_backward(
+            grad_h, grad_b, grad_mix, x, a, r, q.T.contiguous(), *saved, grad_streams)
+        return grad_x, grad_q.T, grad_params
 
 
 # ---- mHC: logits = α_g ⊙ P + b; H_pre = σ(·), H_post = 2σ(·), H_res = Sinkhorn(·)
@@ -105,6 +106,7 @@ class _MHC:
 
     @staticmethod
     def forward(projected, n, alpha, bias):
+        projected = projected.contiguous()  # (N, 2n + n²); project_rows makes its columns one after another
         pre, post, res, m0 = torch.ops.rrlib_native.mhc_weights(projected, alpha, bias, n, SINKHORN_ITERS)
         return (pre, post, res), (pre, post, m0, projected, alpha)
 
@@ -127,8 +129,8 @@ class _ReadAndWeigh(torch.autograd.Function):
         rows of x (``rows_per_token`` per token) → P = (rows Wᵀ) · rms(rows)^{-1} → (a, b, M) = weights(P) →
         h = Σ_j a_j x_j
 
-    so that the streams have two consumers (this node and the step's write) where the separate projection, norm
-    and read made four, each adding a stream-sized gradient in the backward pass. Backward: the kind's kernels
+    so that the streams have one consumer more than the write (where the separate projection, norm and read
+    made three more, each adding a stream-sized gradient in the backward pass). Backward: the kind's kernels
     give the read's and the norm's share of ∂x and ∂q = ∂P r (``project_rows_backward``'s formulas), and the
     projection's share ∂q W is added into ∂x in place. Used for the first step; the later ones take
     ``_WriteAndWeigh``.
