@@ -7,8 +7,9 @@ gradient in the backward pass. At the ``family`` size on a CPU (one thread) the 
 47 ms HC's step spent over the standard residual's, and 24 of mHC's 41 (measured by replacing them with
 constants). On the CPU in fp32 (and fp64) the step is one autograd node (``_ReadAndWeigh`` for the first,
 ``_WriteAndWeigh`` with the previous step's write for the others): ATen's matrix product for the projection,
-rrlib.native's kernels for the write, the norm, the weights (``_HC``, ``_MHC``) and the read; elsewhere (CUDA, bf16 streams, no kernels built, ``RRLIB_NATIVE=0``) the same formulas run as PyTorch
-operations (``hc_weights_plain``, ``mhc_weights_plain``), and tests/test_native.py compares the two.
+rrlib.native's kernels for the write, the norm, the weights (``_HC``, ``_MHC``) and the read; elsewhere (CUDA,
+bf16 streams, no kernels built, ``RRLIB_NATIVE=0``) the same formulas run as PyTorch operations
+(``hc_weights_plain``, ``mhc_weights_plain``), and tests/test_native.py compares the two.
 """
 from __future__ import annotations
 
@@ -59,8 +60,8 @@ def hc_weights_plain(projected, static, scales):
 
 class _HC:
     """HC's weights in the kernels: tanh(P) by ATen (vectorised; a scalar tanh in the kernel cost more than the
-    rest of the tail), the rest by ``hc_weights``. Backward: one kernel for the read's, the weights' and the
-    norm's gradients (``hc_step_backward``), which reuses tanh(P)."""
+    rest of the tail), the rest by ``hc_weights``. Backward: one kernel for the read's, the weights', the norm's
+    and the projection's gradients (``hc_step_backward``), which reuses tanh(P)."""
 
     @staticmethod
     def forward(projected, n, static, scales):
@@ -69,10 +70,11 @@ class _HC:
         return torch.ops.rrlib_native.hc_weights(tanh, static, scales), (tanh, scales)
 
     @staticmethod
-    def backward(grad_h, grad_b, grad_mix, x, a, r, q, saved, grad_streams):
-        grad_x, grad_q, *grad_params = torch.ops.rrlib_native.hc_step_backward(
-            grad_h, grad_b, grad_mix, x, a, r, q.T.contiguous(), *saved, grad_streams)
-        return grad_x, grad_q.T, grad_params
+    def backward(grad_h, grad_b, grad_mix, x, weight, a, r, q, saved, grad_streams):
+        tanh, scales = saved
+        grad_x, grad_weight, *grad_params = torch.ops.rrlib_native.hc_step_backward(
+            grad_h, grad_b, grad_mix, x, a, r, q.T.contiguous(), tanh, weight, scales, grad_streams)
+        return grad_x, grad_weight, grad_params
 
 
 # ---- mHC: logits = α_g ⊙ P + b; H_pre = σ(·), H_post = 2σ(·), H_res = Sinkhorn(·)
@@ -111,7 +113,7 @@ class _MHC:
         return (pre, post, res), (pre, post, m0, projected, alpha)
 
     @staticmethod
-    def backward(grad_h, grad_b, grad_mix, x, a, r, q, saved, grad_streams):
+    def backward(grad_h, grad_b, grad_mix, x, weight, a, r, q, saved, grad_streams):
         grad_a, grad_x = torch.ops.rrlib_native.stream_read_backward(grad_h, a, x)
         if grad_streams is not None:
             grad_x += grad_streams
@@ -119,8 +121,8 @@ class _MHC:
                                                                           SINKHORN_ITERS)
         rows = x.view(q.shape[0], -1)
         grad_q, norm = projection_grads(grad_p, r, q, rows.shape[-1])
-        grad_x.view(rows.shape).addcmul_(rows, norm)
-        return grad_x, grad_q, grad_params
+        grad_x.view(rows.shape).addcmul_(rows, norm).addmm_(grad_q, weight)
+        return grad_x, grad_q.T @ rows, grad_params
 
 
 class _ReadAndWeigh(torch.autograd.Function):
@@ -131,9 +133,9 @@ class _ReadAndWeigh(torch.autograd.Function):
 
     so that the streams have one consumer more than the write (where the separate projection, norm and read
     made three more, each adding a stream-sized gradient in the backward pass). Backward: the kind's kernels
-    give the read's and the norm's share of ∂x and ∂q = ∂P r (``project_rows_backward``'s formulas), and the
-    projection's share ∂q W is added into ∂x in place. Used for the first step; the later ones take
-    ``_WriteAndWeigh``.
+    give ∂x, ∂W and the weights' parameter gradients, with ``project_rows_backward``'s formulas for the
+    projection (HC's in one kernel; mHC's ∂q W and ∂qᵀ x are ATen's matrix products, at its 24 columns as fast).
+    Used for the first step; the later ones take ``_WriteAndWeigh``.
     """
 
     @staticmethod
@@ -166,9 +168,10 @@ class _WriteAndWeigh(torch.autograd.Function):
         return (written, *_unflatten(outputs, streams.shape))
 
     @staticmethod
-    def backward(ctx, grad_written, grad_h, grad_b, grad_mix):
+    def backward(ctx, grad_written, grad_h, grad_next_write, grad_next_mix):
         streams, mix, write, u, *saved = ctx.saved_tensors
-        grad_x, grad_weight, grad_params = _weigh_backward(ctx.kind, saved, grad_h, grad_b, grad_mix, grad_written)
+        grad_x, grad_weight, grad_params = _weigh_backward(ctx.kind, saved, grad_h, grad_next_write, grad_next_mix,
+                                                           grad_written)
         grad_mix, grad_streams, grad_write, grad_u = stream_write_grads(grad_x.view(streams.shape), mix, streams,
                                                                         write, u)
         return (grad_streams, grad_mix, grad_write, grad_u, grad_weight, None, None, *grad_params)
@@ -200,7 +203,4 @@ def _weigh_backward(kind, saved, grad_h, grad_b, grad_mix, grad_streams=None):
                                 for g, shape in ((grad_h, (d,)), (grad_b, (n,)), (grad_mix, (n, n))))
     if grad_streams is not None:
         grad_streams = grad_streams.contiguous().view(tokens, n, d)
-    grad_x, grad_q, grad_params = kind.backward(grad_h, grad_b, grad_mix, x, a, r, q, kind_saved, grad_streams)
-    rows = x.view(q.shape[0], -1)
-    grad_x.view(rows.shape).addmm_(grad_q.view(q.shape), weight)
-    return grad_x, grad_q.view(q.shape).T @ rows, grad_params
+    return kind.backward(grad_h, grad_b, grad_mix, x, weight, a, r, q, kind_saved, grad_streams)

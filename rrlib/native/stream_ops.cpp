@@ -440,16 +440,18 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> hc_weights(at::Tensor th, at::Ten
 
 // Their gradient, with the read's and the norm's, one token at a time (rrlib.hyper_weights' step node for HC):
 //   ∂a_j = <∂h, x_j>;  ∂c from (∂a, ∂b, ∂M);  ∂P = ∂c · s · (1 − tanh²P),  ∂static = Σ_t ∂c,
-//   ∂s = Σ ∂c · tanh P over each scale's columns;  ∂q_j = ∂P_j r_j,  ∂x_j = a_j ∂h − (r_j³/d)(Σ_k ∂P_jk q_jk) x_j
-// for the rows x_j of the streams, r_j = rms(x_j)^{-1} and q_j = W x_j; q, tanh(P) and ∂q are laid out as
-// hc_weights' tanh(P), column by column (n + 2, N·n). The caller adds the projection's share
-// (∂q W) into ∂x and makes ∂W = ∂qᵀ x with ATen's matrix products. With ``gx_in`` (the streams' gradient from
-// their other consumer, the next write), ∂x starts from it. Returns (∂x, ∂q, ∂static, ∂s); parameter sums are
-// per block of tokens, then added in order. Where the read's backward, this and the norm's were separate, ∂x
-// took a pass of its own for the norm's share, and ∂a and ∂P a tensor each.
+//   ∂s = Σ ∂c · tanh P over each scale's columns;  ∂q_j = ∂P_j r_j;
+//   ∂x_j = a_j ∂h + Σ_k ∂q_jk W_k − (r_j³/d)(Σ_k ∂P_jk q_jk) x_j,  ∂W_k = Σ_t Σ_j ∂q_jk x_j
+// for the rows x_j of the streams, r_j = rms(x_j)^{-1} and q_j = W x_j; q and tanh(P) are laid out as
+// hc_weights' tanh(P), column by column (n + 2, N·n). With ``gx_in`` (the streams' gradient from their other
+// consumer, the next write), ∂x starts from it. Returns (∂x, ∂W, ∂static, ∂s); parameter sums are per block of
+// tokens, then added in order. Where the read's backward, the weights', the norm's and the projection's were
+// separate, ∂x took three passes (the read's, the norm's, the projection's matrix product), and ∂a, ∂P and ∂q
+// a tensor each; ATen's products for ∂q W and ∂qᵀ x, with six columns, ran at a fraction of their speed on
+// wider matrices.
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> hc_step_backward(
     at::Tensor gh, at::Tensor gb, at::Tensor gm, at::Tensor x, at::Tensor a, at::Tensor r, at::Tensor q,
-    at::Tensor th, at::Tensor scales, std::optional<at::Tensor> gx_in) {
+    at::Tensor th, at::Tensor w, at::Tensor scales, std::optional<at::Tensor> gx_in) {
   check(gh, "grad of h");
   check(gb, "grad of b");
   check(gm, "grad of M");
@@ -458,26 +460,28 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> hc_step_backward(
   check(r, "inverse rms");
   check(q, "q");
   check(th, "tanh of the projection");
+  check(w, "weight");
   check(scales, "scales");
   if (gx_in) check(*gx_in, "grad of the streams");
   const int64_t N = x.size(0), n = x.size(1), d = x.size(2), K = n + 2, blocks = n_partials(N);
-  TORCH_CHECK(n <= kMaxStreams && th.numel() == N * n * K && q.numel() == N * n * K && r.numel() == N * n,
-              "HC's step backward takes streams (N, n, d), and q and tanh(P) (n + 2, N·n)");
-  const int64_t NR = N * n;
-  auto gx = at::empty_like(x), gq = at::empty({K, NR}, x.options());
-  auto partial = at::zeros({blocks, n * K + 2}, x.options());
+  TORCH_CHECK(n <= kMaxStreams && th.numel() == N * n * K && q.numel() == N * n * K && r.numel() == N * n &&
+                  w.numel() == K * d,
+              "HC's step backward takes streams (N, n, d), q and tanh(P) (n + 2, N·n) and W (n + 2, d)");
+  const int64_t NR = N * n, width = n * K + 2 + K * d;  // a block's ∂static, ∂s and ∂W
+  auto gx = at::empty_like(x);
+  auto partial = at::zeros({blocks, width}, x.options());
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "hc_step_backward", [&] {
     const scalar_t *GH = gh.data_ptr<scalar_t>(), *GB = gb.data_ptr<scalar_t>(), *GM = gm.data_ptr<scalar_t>();
     const scalar_t *X = x.data_ptr<scalar_t>(), *A = a.data_ptr<scalar_t>(), *R = r.data_ptr<scalar_t>();
-    const scalar_t *Q = q.data_ptr<scalar_t>(), *TH = th.data_ptr<scalar_t>(), *SC = scales.data_ptr<scalar_t>();
-    scalar_t *GX = gx.data_ptr<scalar_t>(), *GQ = gq.data_ptr<scalar_t>(), *PART = partial.data_ptr<scalar_t>();
-    const scalar_t* GX_IN = gx_in ? gx_in->data_ptr<scalar_t>() : nullptr;
+    const scalar_t *Q = q.data_ptr<scalar_t>(), *TH = th.data_ptr<scalar_t>(), *W = w.data_ptr<scalar_t>();
+    const scalar_t *SC = scales.data_ptr<scalar_t>(), *GX_IN = gx_in ? gx_in->data_ptr<scalar_t>() : nullptr;
+    scalar_t *GX = gx.data_ptr<scalar_t>(), *PART = partial.data_ptr<scalar_t>();
     at::parallel_for(0, blocks, 1, [&](int64_t first, int64_t last) {
-      std::vector<scalar_t> gp(n * K);
-      scalar_t ga[kMaxStreams];
+      std::vector<scalar_t> gp(n * K), gq(n * K);
+      scalar_t ga[kMaxStreams], column[kMaxStreams];
       for (int64_t block = first; block < last; ++block) {
-        scalar_t* g_static = PART + block * (n * K + 2);
-        scalar_t* g_scales = g_static + n * K;
+        scalar_t* g_static = PART + block * width;
+        scalar_t *g_scales = g_static + n * K, *g_weight = g_scales + 2;
         for (int64_t t = block * kTokensPerPartial; t < std::min(N, (block + 1) * kTokensPerPartial); ++t) {
           const scalar_t *gh_t = GH + t * d, *x_t = X + t * n * d;
           dots(gh_t, x_t, ga, n, d);
@@ -494,7 +498,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> hc_step_backward(
             const scalar_t rj = R[row];
             scalar_t norm = 0;
             for (int64_t k = 0; k < K; ++k) {
-              GQ[k * NR + row] = gp[j * K + k] * rj;
+              gq[j * K + k] = gp[j * K + k] * rj;
               norm += gp[j * K + k] * Q[k * NR + row];
             }
             const scalar_t coef = norm * rj * rj * rj * scalar_t(-1.0 / d);
@@ -502,13 +506,19 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> hc_step_backward(
               combine_into(GX + row * d, GX_IN + row * d, A[row], gh_t, coef, x_t + j * d, d);
             else
               combine(GX + row * d, A[row], gh_t, coef, x_t + j * d, d);
+            add_rows(GX + row * d, gq.data() + j * K, W, K, d);
+          }
+          for (int64_t k = 0; k < K; ++k) {  // ∂W_k += Σ_j ∂q_jk x_j, the token's rows in one pass over ∂W_k
+            for (int64_t j = 0; j < n; ++j) column[j] = gq[j * K + k];
+            add_rows(g_weight + k * d, column, x_t, n, d);
           }
         }
       }
     });
   });
   auto sums = partial.sum(0);
-  return {gx, gq, sums.narrow(0, 0, n * K).view({n, K}), sums.narrow(0, n * K, 2)};
+  return {gx, sums.narrow(0, n * K + 2, K * d).view({K, d}), sums.narrow(0, 0, n * K).view({n, K}),
+          sums.narrow(0, n * K, 2)};
 }
 
 template <typename scalar_t>
@@ -840,7 +850,7 @@ TORCH_LIBRARY(rrlib_native, m) {
         " Tensor inverse_rms_out, float scale) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
   m.def("hc_weights(Tensor tanh, Tensor static, Tensor scales) -> (Tensor, Tensor, Tensor)");
   m.def("hc_step_backward(Tensor grad_h, Tensor grad_b, Tensor grad_mix, Tensor streams, Tensor a,"
-        " Tensor inverse_rms, Tensor q, Tensor tanh, Tensor scales, Tensor? grad_streams)"
+        " Tensor inverse_rms, Tensor q, Tensor tanh, Tensor weight, Tensor scales, Tensor? grad_streams)"
         " -> (Tensor, Tensor, Tensor, Tensor)");
   m.def("mhc_weights(Tensor projection, Tensor alpha, Tensor bias, int n, int iters)"
         " -> (Tensor, Tensor, Tensor, Tensor)");
