@@ -172,11 +172,7 @@ def _stream_write_context(ctx, inputs, output):
 
 
 def _stream_write_backward(ctx, grad):
-    return stream_write_grads(grad, *ctx.saved_tensors)
-
-
-def stream_write_grads(grad, mix, streams, write, u):
-    """(∂mix, ∂streams, ∂write, ∂u) of ``stream_write``, outside autograd."""
+    mix, streams, write, u = ctx.saved_tensors
     grad = grad.contiguous()  # bmm copies a strided operand token by token
     kernels = kernels_for(grad, mix, streams, write, u)
     if kernels is not None:

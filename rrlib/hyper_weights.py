@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from .depth_mixing import (SINKHORN_ITERS, kernels_for, project_rows, projected_rms, projection_grads, sinkhorn,
-                           stream_read, stream_write, stream_write_grads)
+                           stream_read, stream_write)
 
 
 def spread(values: torch.Tensor, counts: list[int]) -> torch.Tensor:
@@ -156,25 +156,32 @@ class _WriteAndWeigh(torch.autograd.Function):
 
     x' has one consumer less (the next such node, where the write and the step node made two), so autograd no
     longer sums two stream-sized gradients for it: the kind's backward kernel starts ∂x' from the next node's
-    gradient (HC; mHC adds it in place), and the write's backward runs on the result.
+    gradient (HC; mHC adds it in place), and the write's backward runs on the result. The nodes call the
+    kernels' operators directly (their FLOP formulas are registered with them, rrlib.native): through
+    rrlib.depth_mixing's custom operators, each call cost about 0.1 ms of Python (HC's step at the ``family`` size,
+    one thread: 30.0 against 34.7 ms over standard's, median of 20 paired rounds).
     """
 
     @staticmethod
     def forward(ctx, streams, mix, write, u, weight, rows_per_token, kind, *params):
-        written = stream_write(mix, streams, write, u)  # the op with its FLOP formula, which runs the kernel
-        outputs, saved = _weigh(written.view(-1, *streams.shape[-2:]), weight, rows_per_token, kind, params)
-        ctx.save_for_backward(streams, mix, write, u, *saved)
-        ctx.kind = kind
-        return (written, *_unflatten(outputs, streams.shape))
+        n, d = streams.shape[-2:]
+        flat = streams.view(-1, n, d), mix.view(-1, n, n), write.view(-1, n), u.view(-1, d)
+        written = torch.ops.rrlib_native.stream_write(flat[1], flat[0], *flat[2:])
+        outputs, saved = _weigh(written, weight, rows_per_token, kind, params)
+        ctx.save_for_backward(*flat, *saved)
+        ctx.kind, ctx.shapes = kind, (streams.shape, mix.shape, write.shape, u.shape)
+        return (written.view(streams.shape), *_unflatten(outputs, streams.shape))
 
     @staticmethod
     def backward(ctx, grad_written, grad_h, grad_next_write, grad_next_mix):
         streams, mix, write, u, *saved = ctx.saved_tensors
         grad_x, grad_weight, grad_params = _weigh_backward(ctx.kind, saved, grad_h, grad_next_write, grad_next_mix,
                                                            grad_written)
-        grad_mix, grad_streams, grad_write, grad_u = stream_write_grads(grad_x.view(streams.shape), mix, streams,
-                                                                        write, u)
-        return (grad_streams, grad_mix, grad_write, grad_u, grad_weight, None, None, *grad_params)
+        grad_mix, grad_streams, grad_write, grad_u = torch.ops.rrlib_native.stream_write_backward(grad_x, mix,
+                                                                                                  streams, write, u)
+        shape, mix_shape, write_shape, u_shape = ctx.shapes
+        return (grad_streams.view(shape), grad_mix.view(mix_shape), grad_write.view(write_shape),
+                grad_u.view(u_shape), grad_weight, None, None, *grad_params)
 
 
 def _weigh(x, weight, rows_per_token, kind, params):
@@ -184,7 +191,7 @@ def _weigh(x, weight, rows_per_token, kind, params):
     rows = x.view(-1, n * d // rows_per_token)
     p, r, q = project_rows(rows, weight)
     (a, b, mix), saved = kind.forward(p, n, *params)
-    h = stream_read(a, x, -2)  # the op with its FLOP formula, which runs the kernel
+    h = torch.ops.rrlib_native.stream_read(a, x)
     return (h, b, mix), (x, weight, r, q, a, *saved)
 
 

@@ -43,9 +43,10 @@ def _build():
 
 
 def _register_flop_formulas(ops) -> None:
-    """The contractions of MGR's kernels, for torch's FLOP counter (the others run inside rrlib's own operators,
-    which carry their formulas): per token and stream, the gate's and the pool's scores and the pool's weighted
-    sum are d multiply-adds each (the pool alone: two); a backward pass costs twice its forward."""
+    """The contractions of the kernels that rrlib calls directly, for torch's FLOP counter (the others run
+    inside rrlib's own operators, which carry their formulas). MGR's: per token and stream, the gate's and the
+    pool's scores and the pool's weighted sum are d multiply-adds each (the pool alone: two); a backward pass
+    costs twice its forward."""
     from torch.utils.flop_counter import register_flop_formula
 
     def contractions(per_row):
@@ -58,6 +59,20 @@ def _register_flop_formulas(ops) -> None:
     register_flop_formula(ops.mgr_pool_backward)(lambda grad, streams, *a, **k: 2 * contractions(2)(streams))
     register_flop_formula(ops.mgr_gate_pool_backward)(
         lambda grad_streams, *a, **k: 2 * contractions(3)(grad_streams))
+
+    # HC's and mHC's read and write (N, n, d): n·d multiply-adds per token, the write's n² · d, as
+    # rrlib.depth_mixing's operators count them
+    def read(weights_shape, streams_shape, *args, out_shape=None, **kwargs) -> int:
+        return 2 * streams_shape[0] * streams_shape[1] * streams_shape[2]
+
+    def write(mix_shape, streams_shape, *args, out_shape=None, **kwargs) -> int:
+        return read(None, streams_shape) * mix_shape[-1]
+
+    register_flop_formula(ops.stream_read)(read)
+    register_flop_formula(ops.stream_write)(write)
+    register_flop_formula(ops.stream_read_backward)(lambda grad, weights, streams, *a, **k: 2 * read(weights, streams))
+    register_flop_formula(ops.stream_write_backward)(
+        lambda grad, mix, streams, *a, **k: 2 * write(mix, streams))
 
 
 def kernels():
