@@ -7,7 +7,7 @@ import torch
 from rrlib import native
 from rrlib.config import resolve_run
 from rrlib.depth_mixing import (RMS_EPS, inverse_rms, kernels_for, projected_rms, sinkhorn, stream_read,
-                                stream_write)
+                                stream_write, stream_write_sum)
 from rrlib.gate_pool import gate_pool, pool
 from rrlib.hyper_weights import hc_read_and_weigh, mhc_read_and_weigh
 from rrlib.model import GPT
@@ -54,6 +54,23 @@ def test_stream_read_and_write_kernels_match_pytorch(kernels, monkeypatch, n, d)
                                    torch.randn(B, T, d, **F64)))
     _assert_same(_with_and_without(monkeypatch, stream_write, [mix, streams, write, u],
                                    torch.randn(B, T, n, d, **F64)))
+
+
+@pytest.mark.parametrize("native_setting", ["1", "0"], ids=["kernels", "pytorch"])
+def test_stream_write_sum_is_the_sum_of_the_written_streams(monkeypatch, native_setting):
+    """The head's input after the last step, made without the streams: the same numbers and gradients."""
+    monkeypatch.setenv("RRLIB_NATIVE", native_setting)
+    B, T, n, d = 2, 5, 4, 7
+    inputs = [torch.randn(B, T, n, n, **F64), torch.randn(B, T, n, d, **F64), torch.randn(B, T, n, **F64),
+              torch.randn(B, T, d, **F64)]
+    grad = torch.randn(B, T, d, **F64)
+    results = []
+    for fn in (stream_write_sum, lambda *xs: stream_write(*xs).sum(-2)):
+        leaves = [x.clone().requires_grad_() for x in inputs]
+        out = fn(*leaves)
+        out.backward(grad)
+        results.append((out.detach(), [x.grad for x in leaves]))
+    _assert_same(results)
 
 
 @pytest.mark.parametrize("shape", [(3, 5, 8), (2, 4, 3, 77)])

@@ -36,6 +36,22 @@ scalar_t dot(const scalar_t* a, const scalar_t* b, int64_t d) {
   return total;
 }
 
+// Σ_c g[c] (a[c] − b[c]), vectorised as dot() is
+template <typename scalar_t>
+scalar_t dot_difference(const scalar_t* g, const scalar_t* a, const scalar_t* b, int64_t d) {
+  scalar_t total = 0;
+#pragma omp simd reduction(+ : total)
+  for (int64_t c = 0; c < d; ++c) total += g[c] * (a[c] - b[c]);
+  return total;
+}
+
+// y = x + beta · (u − x) over d channels
+template <typename scalar_t>
+void lerp(scalar_t* y, const scalar_t* x, scalar_t beta, const scalar_t* u, int64_t d) {
+#pragma omp simd
+  for (int64_t c = 0; c < d; ++c) y[c] = x[c] + beta * (u[c] - x[c]);
+}
+
 // y += alpha · x over d channels
 template <typename scalar_t>
 void axpy(scalar_t* y, scalar_t alpha, const scalar_t* x, int64_t d) {
@@ -756,7 +772,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> mgr_gate_pool(at::Tensor s, at::T
       const scalar_t* ut = U + t * d;
       for (int64_t j = 0; j < k; ++j) {
         const scalar_t beta = sigmoid(dot(rows[j], WB, d) * INV[j * N + t] * sc + BI[j]);
-        for (int64_t c = 0; c < d; ++c) orows[j][c] = rows[j][c] + beta * (ut[c] - rows[j][c]);
+        lerp(orows[j], rows[j], beta, ut, d);
         inv_t[j] = IO[j * N + t] = scalar_t(1) / std::sqrt(dot(orows[j], orows[j], d) / scalar_t(d) + scalar_t(eps));
       }
       mgr_pool_token<scalar_t>(orows, inv_t, WA, sc, k, d, pi, H + t * d);
@@ -812,11 +828,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tenso
         axpy(g, -ginv_t[j] * inv_t[j] * inv_t[j] * inv_t[j] / scalar_t(d), orows[j], d);
         const scalar_t q = dot(rows[j], WB, d), inv_j = INV[j * N + t];
         const scalar_t beta = sigmoid(q * inv_j * sc + BI[j]);
-        scalar_t gbeta = 0;
-        for (int64_t c = 0; c < d; ++c) gbeta += g[c] * (ut[c] - rows[j][c]);
+        const scalar_t gbeta = dot_difference(g, ut, rows[j], d);
         const scalar_t gz = gbeta * beta * (scalar_t(1) - beta);
         axpy(gut, beta, g, d);
-        for (int64_t c = 0; c < d; ++c) g[c] = (scalar_t(1) - beta) * g[c] + gz * inv_j * sc * WB[c];
+        combine(g, scalar_t(1) - beta, g, gz * inv_j * sc, WB, d);
         GINV[j * N + t] = gz * q * sc;
         axpy(gwb, gz * inv_j * sc, rows[j], d);
         gbias[j] += gz;
