@@ -45,11 +45,16 @@ scalar_t dot_difference(const scalar_t* g, const scalar_t* a, const scalar_t* b,
   return total;
 }
 
-// y = x + beta · (u − x) over d channels
+// y = x + beta · (u − x) over d channels; returns Σ_c y[c]² (for y's norm, in the same pass)
 template <typename scalar_t>
-void lerp(scalar_t* y, const scalar_t* x, scalar_t beta, const scalar_t* u, int64_t d) {
-#pragma omp simd
-  for (int64_t c = 0; c < d; ++c) y[c] = x[c] + beta * (u[c] - x[c]);
+scalar_t lerp(scalar_t* y, const scalar_t* x, scalar_t beta, const scalar_t* u, int64_t d) {
+  scalar_t squares = 0;
+#pragma omp simd reduction(+ : squares)
+  for (int64_t c = 0; c < d; ++c) {
+    y[c] = x[c] + beta * (u[c] - x[c]);
+    squares += y[c] * y[c];
+  }
+  return squares;
 }
 
 // y += alpha · x over d channels
@@ -84,10 +89,11 @@ void combine_into(scalar_t* y, const scalar_t* x, scalar_t a1, const scalar_t* x
 // p[c] = <x, W_c> for the k rows of W (k × len), four rows per pass over x: x is loaded once for four
 // independent sums, where one dot() per row made a pass and a horizontal sum each (2× slower at n = 4)
 template <typename scalar_t>
-void dots(const scalar_t* x, const scalar_t* w, scalar_t* p, int64_t k, int64_t len) {
+void dots(const scalar_t* x, const scalar_t* w, scalar_t* p, int64_t k, int64_t len, int64_t stride = 0) {
+  if (stride == 0) stride = len;  // W's rows `stride` apart: MGR's streams are (k, N, d)
   int64_t c = 0;
   for (; c + 4 <= k; c += 4) {
-    const scalar_t *w0 = w + c * len, *w1 = w0 + len, *w2 = w1 + len, *w3 = w2 + len;
+    const scalar_t *w0 = w + c * stride, *w1 = w0 + stride, *w2 = w1 + stride, *w3 = w2 + stride;
     scalar_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
 #pragma omp simd reduction(+ : a0, a1, a2, a3)
     for (int64_t e = 0; e < len; ++e) {
@@ -99,7 +105,7 @@ void dots(const scalar_t* x, const scalar_t* w, scalar_t* p, int64_t k, int64_t 
     p[c] = a0, p[c + 1] = a1, p[c + 2] = a2, p[c + 3] = a3;
   }
   if (c + 2 <= k) {  // a remainder of two or three rows: two sums in one pass
-    const scalar_t *w0 = w + c * len, *w1 = w0 + len;
+    const scalar_t *w0 = w + c * stride, *w1 = w0 + stride;
     scalar_t a0 = 0, a1 = 0;
 #pragma omp simd reduction(+ : a0, a1)
     for (int64_t e = 0; e < len; ++e) {
@@ -109,40 +115,43 @@ void dots(const scalar_t* x, const scalar_t* w, scalar_t* p, int64_t k, int64_t 
     p[c] = a0, p[c + 1] = a1;
     c += 2;
   }
-  for (; c < k; ++c) p[c] = dot(x, w + c * len, len);
+  for (; c < k; ++c) p[c] = dot(x, w + c * stride, len);
 }
 
 // y += Σ_c alpha[c] W_c over the k rows of W, four rows per pass over y
 template <typename scalar_t>
-void add_rows(scalar_t* y, const scalar_t* alpha, const scalar_t* w, int64_t k, int64_t len) {
+void add_rows(scalar_t* y, const scalar_t* alpha, const scalar_t* w, int64_t k, int64_t len, int64_t stride = 0) {
+  if (stride == 0) stride = len;
   int64_t c = 0;
   for (; c + 4 <= k; c += 4) {
-    const scalar_t *w0 = w + c * len, *w1 = w0 + len, *w2 = w1 + len, *w3 = w2 + len;
+    const scalar_t *w0 = w + c * stride, *w1 = w0 + stride, *w2 = w1 + stride, *w3 = w2 + stride;
     const scalar_t b0 = alpha[c], b1 = alpha[c + 1], b2 = alpha[c + 2], b3 = alpha[c + 3];
 #pragma omp simd
     for (int64_t e = 0; e < len; ++e) y[e] += b0 * w0[e] + b1 * w1[e] + b2 * w2[e] + b3 * w3[e];
   }
   if (c + 2 <= k) {
-    const scalar_t *w0 = w + c * len, *w1 = w0 + len;
+    const scalar_t *w0 = w + c * stride, *w1 = w0 + stride;
     const scalar_t b0 = alpha[c], b1 = alpha[c + 1];
 #pragma omp simd
     for (int64_t e = 0; e < len; ++e) y[e] += b0 * w0[e] + b1 * w1[e];
     c += 2;
   }
-  for (; c < k; ++c) axpy(y, alpha[c], w + c * len, len);
+  for (; c < k; ++c) axpy(y, alpha[c], w + c * stride, len);
 }
 
 // y = Σ_c alpha[c] W_c over the k ≥ 1 rows of W, plus beta · v where v is given, in one pass for up to four rows
 // (rows missing from the first four enter with weight zero) where zeroing y and adding made two
 template <typename scalar_t>
 void set_rows(scalar_t* y, const scalar_t* alpha, const scalar_t* w, int64_t k, int64_t len, scalar_t beta = 0,
-              const scalar_t* v = nullptr) {
-  const scalar_t *w0 = w, *w1 = k > 1 ? w + len : w, *w2 = k > 2 ? w + 2 * len : w, *w3 = k > 3 ? w + 3 * len : w;
+              const scalar_t* v = nullptr, int64_t stride = 0) {
+  if (stride == 0) stride = len;
+  const scalar_t *w0 = w, *w1 = k > 1 ? w + stride : w, *w2 = k > 2 ? w + 2 * stride : w;
+  const scalar_t* w3 = k > 3 ? w + 3 * stride : w;
   const scalar_t b0 = alpha[0], b1 = k > 1 ? alpha[1] : 0, b2 = k > 2 ? alpha[2] : 0, b3 = k > 3 ? alpha[3] : 0;
   if (v == nullptr) v = w, beta = 0;
 #pragma omp simd
   for (int64_t e = 0; e < len; ++e) y[e] = beta * v[e] + b0 * w0[e] + b1 * w1[e] + b2 * w2[e] + b3 * w3[e];
-  if (k > 4) add_rows(y, alpha + 4, w + 4 * len, k - 4, len);
+  if (k > 4) add_rows(y, alpha + 4, w + 4 * stride, k - 4, len, stride);
 }
 
 // out[t, :] = Σ_j w[t, j] s[t, j, :]
@@ -639,46 +648,47 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> mhc_weights_backward(at::Tensor g
 
 // ---- MGR: the gates and the attention pool over k streams laid out (k, N, d), one token at a time
 
-// The pool of one token:  p_j = <s_j, w_α> · inv_j · scale,  π = softmax_j p,  h = Σ_j π_j s_j.  Writes h and π.
+// The pool of one token:  p_j = <s_j, w_α> · inv_j · scale,  π = softmax_j p,  h = Σ_j π_j s_j, for its rows s_j
+// at s + j · stride (the streams are (k, N, d)); the scores in one pass over the rows, h in another. Writes h, π.
 template <typename scalar_t>
-void mgr_pool_token(const scalar_t* const* s, const scalar_t* inv, const scalar_t* wa, scalar_t scale, int64_t k,
-                    int64_t d, scalar_t* pi, scalar_t* h) {
+void mgr_pool_token(const scalar_t* s, int64_t stride, const scalar_t* inv, const scalar_t* wa, scalar_t scale,
+                    int64_t k, int64_t d, scalar_t* pi, scalar_t* h) {
+  dots(wa, s, pi, k, d, stride);
   scalar_t top = -std::numeric_limits<scalar_t>::infinity();
-  for (int64_t j = 0; j < k; ++j) top = std::max(top, pi[j] = dot(s[j], wa, d) * inv[j] * scale);
+  for (int64_t j = 0; j < k; ++j) top = std::max(top, pi[j] *= inv[j] * scale);
   scalar_t total = 0;
   for (int64_t j = 0; j < k; ++j) total += pi[j] = std::exp(pi[j] - top);
   for (int64_t j = 0; j < k; ++j) pi[j] /= total;
-  std::fill(h, h + d, scalar_t(0));
-  for (int64_t j = 0; j < k; ++j) axpy(h, pi[j], s[j], d);
+  set_rows(h, pi, s, k, d, scalar_t(0), static_cast<const scalar_t*>(nullptr), stride);
 }
 
-// Its backward for one token, adding into gs_j and ginv_j (which hold the gradients from later steps) and gwa:
+// Its backward for one token (rows s_j at s + j · stride, their gradients likewise in gs), adding into gs_j and
+// ginv_j (which hold the gradients from later steps) and gwa:
 //   gπ_j = <g_h, s_j>,  gp_j = π_j (gπ_j − Σ_l π_l gπ_l);  gs_j += π_j g_h + gp_j inv_j scale w_α;
 //   ginv_j += gp_j <s_j, w_α> scale;  gwa += gp_j inv_j scale s_j.  π is recomputed.
 template <typename scalar_t>
-void mgr_pool_backward_token(const scalar_t* gh, const scalar_t* const* s, const scalar_t* inv, const scalar_t* wa,
-                             scalar_t scale, int64_t k, int64_t d, scalar_t* const* gs, scalar_t* ginv,
+void mgr_pool_backward_token(const scalar_t* gh, const scalar_t* s, int64_t stride, const scalar_t* inv,
+                             const scalar_t* wa, scalar_t scale, int64_t k, int64_t d, scalar_t* gs, scalar_t* ginv,
                              scalar_t* gwa) {
-  scalar_t pi[kMaxStreams], score[kMaxStreams], gpi[kMaxStreams];
+  scalar_t pi[kMaxStreams], score[kMaxStreams], gpi[kMaxStreams], coef[kMaxStreams];
+  dots(wa, s, score, k, d, stride);
+  dots(gh, s, gpi, k, d, stride);
   scalar_t top = -std::numeric_limits<scalar_t>::infinity();
-  for (int64_t j = 0; j < k; ++j) {
-    score[j] = dot(s[j], wa, d);
-    top = std::max(top, pi[j] = score[j] * inv[j] * scale);
-  }
+  for (int64_t j = 0; j < k; ++j) top = std::max(top, pi[j] = score[j] * inv[j] * scale);
   scalar_t total = 0, mean = 0;
   for (int64_t j = 0; j < k; ++j) total += pi[j] = std::exp(pi[j] - top);
   for (int64_t j = 0; j < k; ++j) {
     pi[j] /= total;
-    gpi[j] = dot(gh, s[j], d);
     mean += pi[j] * gpi[j];
   }
   for (int64_t j = 0; j < k; ++j) {
     const scalar_t gp = pi[j] * (gpi[j] - mean);
-    axpy(gs[j], pi[j], gh, d);
-    axpy(gs[j], gp * inv[j] * scale, wa, d);
+    coef[j] = gp * inv[j] * scale;
+    scalar_t* g = gs + j * stride;
+    combine_into(g, g, pi[j], gh, coef[j], wa, d);
     ginv[j] += gp * score[j] * scale;
-    axpy(gwa, gp * inv[j] * scale, s[j], d);
   }
+  add_rows(gwa, coef, s, k, d, stride);
 }
 
 // Pointers to token t's row in each of k streams laid out (k, N, d).
@@ -704,10 +714,9 @@ at::Tensor mgr_pool(at::Tensor s, at::Tensor inv, at::Tensor wa, double scale) {
     scalar_t *S = s.data_ptr<scalar_t>(), *INV = inv.data_ptr<scalar_t>(), *WA = wa.data_ptr<scalar_t>();
     scalar_t* H = h.data_ptr<scalar_t>();
     each_token(N, [&](int64_t t) {
-      scalar_t *rows[kMaxStreams], pi[kMaxStreams], inv_t[kMaxStreams];
-      rows_of(S, t, k, N, d, rows);
+      scalar_t pi[kMaxStreams], inv_t[kMaxStreams];
       for (int64_t j = 0; j < k; ++j) inv_t[j] = INV[j * N + t];
-      mgr_pool_token<scalar_t>(rows, inv_t, WA, scalar_t(scale), k, d, pi, H + t * d);
+      mgr_pool_token<scalar_t>(S + t * d, N * d, inv_t, WA, scalar_t(scale), k, d, pi, H + t * d);
     });
   });
   return h;
@@ -741,7 +750,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> mgr_pool_backward(at::Tensor gh, 
       rows_of(S, t, k, N, d, rows);
       rows_of(GS, t, k, N, d, grows);
       for (int64_t j = 0; j < k; ++j) inv_t[j] = INV[j * N + t];
-      mgr_pool_backward_token<scalar_t>(GH + t * d, rows, inv_t, WA, scalar_t(scale), k, d, grows, ginv_t, gwa);
+      mgr_pool_backward_token<scalar_t>(GH + t * d, rows[0], N * d, inv_t, WA, scalar_t(scale), k, d, grows[0],
+                                        ginv_t, gwa);
       for (int64_t j = 0; j < k; ++j) GINV[j * N + t] = ginv_t[j];
     });
   });
@@ -766,16 +776,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> mgr_gate_pool(at::Tensor s, at::T
     scalar_t *O = out.data_ptr<scalar_t>(), *IO = inv_out.data_ptr<scalar_t>(), *H = h.data_ptr<scalar_t>();
     const scalar_t sc = scale;
     each_token(N, [&](int64_t t) {
-      scalar_t *rows[kMaxStreams], *orows[kMaxStreams], pi[kMaxStreams], inv_t[kMaxStreams];
-      rows_of(S, t, k, N, d, rows);
-      rows_of(O, t, k, N, d, orows);
-      const scalar_t* ut = U + t * d;
+      scalar_t pi[kMaxStreams], inv_t[kMaxStreams], score[kMaxStreams];
+      const scalar_t *s_t = S + t * d, *ut = U + t * d;
+      scalar_t* o_t = O + t * d;
+      dots(WB, s_t, score, k, d, N * d);  // the gates' scores in one pass over the token's rows
       for (int64_t j = 0; j < k; ++j) {
-        const scalar_t beta = sigmoid(dot(rows[j], WB, d) * INV[j * N + t] * sc + BI[j]);
-        lerp(orows[j], rows[j], beta, ut, d);
-        inv_t[j] = IO[j * N + t] = scalar_t(1) / std::sqrt(dot(orows[j], orows[j], d) / scalar_t(d) + scalar_t(eps));
+        const scalar_t beta = sigmoid(score[j] * INV[j * N + t] * sc + BI[j]);
+        const scalar_t squares = lerp(o_t + j * N * d, s_t + j * N * d, beta, ut, d);
+        inv_t[j] = IO[j * N + t] = scalar_t(1) / std::sqrt(squares / scalar_t(d) + scalar_t(eps));
       }
-      mgr_pool_token<scalar_t>(orows, inv_t, WA, sc, k, d, pi, H + t * d);
+      mgr_pool_token<scalar_t>(o_t, N * d, inv_t, WA, sc, k, d, pi, H + t * d);
     });
   });
   return {out, inv_out, h};
@@ -819,23 +829,26 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tenso
         inv_t[j] = IO[j * N + t];
         ginv_t[j] = GIO[j * N + t];
       }
-      mgr_pool_backward_token<scalar_t>(GH + t * d, orows, inv_t, WA, sc, k, d, grows, ginv_t, gwa);
+      mgr_pool_backward_token<scalar_t>(GH + t * d, orows[0], N * d, inv_t, WA, sc, k, d, grows[0], ginv_t, gwa);
       const scalar_t* ut = U + t * d;
       scalar_t* gut = GU + t * d;
       std::fill(gut, gut + d, scalar_t(0));
+      scalar_t q[kMaxStreams], coef[kMaxStreams];
+      dots(WB, rows[0], q, k, d, N * d);  // the gates' scores, in one pass over the token's rows
       for (int64_t j = 0; j < k; ++j) {
         scalar_t* g = grows[j];  // gs'_j
         axpy(g, -ginv_t[j] * inv_t[j] * inv_t[j] * inv_t[j] / scalar_t(d), orows[j], d);
-        const scalar_t q = dot(rows[j], WB, d), inv_j = INV[j * N + t];
-        const scalar_t beta = sigmoid(q * inv_j * sc + BI[j]);
+        const scalar_t inv_j = INV[j * N + t];
+        const scalar_t beta = sigmoid(q[j] * inv_j * sc + BI[j]);
         const scalar_t gbeta = dot_difference(g, ut, rows[j], d);
         const scalar_t gz = gbeta * beta * (scalar_t(1) - beta);
         axpy(gut, beta, g, d);
-        combine(g, scalar_t(1) - beta, g, gz * inv_j * sc, WB, d);
-        GINV[j * N + t] = gz * q * sc;
-        axpy(gwb, gz * inv_j * sc, rows[j], d);
+        coef[j] = gz * inv_j * sc;
+        combine(g, scalar_t(1) - beta, g, coef[j], WB, d);
+        GINV[j * N + t] = gz * q[j] * sc;
         gbias[j] += gz;
       }
+      add_rows(gwb, coef, rows[0], k, d, N * d);  // gwb += Σ_j gz_j inv_j scale s_j
     });
   });
   auto sums = partial.sum(0);
