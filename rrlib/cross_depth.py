@@ -35,7 +35,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from .depth_mixing import (contiguous_grad, depth_attention_macs, full_precision,
+from .depth_mixing import (depth_attention_macs, full_precision,
                            inverse_rms, route, scored, stream_write_sum)
 from .gate_pool import gate_plain, gate_pool, pool
 from .hyper_weights import hc_read_and_weigh, mhc_read_and_weigh
@@ -438,11 +438,7 @@ class _HyperStreams(_CrossDepthRule):
             return _Hyper(*self.read_and_weigh(state.streams, i + 1, (mix, write, u)))
 
     def end(self, state):
-        if state.head is not None:
-            return state.head
-        # the sum's gradient is one (B, T, d) tensor broadcast over the streams (stride 0), and CPU bmm's backward
-        # copied it token by token for the last mixing step (4096 copies a step at the family size)
-        return contiguous_grad(state.streams).sum(-2)
+        return state.head  # the last write made it (``mix_and_weigh``)
 
     def step_macs(self, i):
         n, d = self.n_streams, self.shape.d_model

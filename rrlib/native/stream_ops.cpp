@@ -746,11 +746,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> mgr_pool_backward(at::Tensor gh, 
     scalar_t *S = s.data_ptr<scalar_t>(), *INV = inv.data_ptr<scalar_t>(), *WA = wa.data_ptr<scalar_t>();
     scalar_t *GH = gh.data_ptr<scalar_t>(), *GS = gs.data_ptr<scalar_t>(), *GINV = ginv.data_ptr<scalar_t>();
     token_blocks<scalar_t>(N, partial.data_ptr<scalar_t>(), d, [&](int64_t t, scalar_t* gwa) {
-      scalar_t *rows[kMaxStreams], *grows[kMaxStreams], inv_t[kMaxStreams], ginv_t[kMaxStreams] = {};
-      rows_of(S, t, k, N, d, rows);
-      rows_of(GS, t, k, N, d, grows);
+      scalar_t inv_t[kMaxStreams], ginv_t[kMaxStreams] = {};
       for (int64_t j = 0; j < k; ++j) inv_t[j] = INV[j * N + t];
-      mgr_pool_backward_token<scalar_t>(GH + t * d, rows[0], N * d, inv_t, WA, scalar_t(scale), k, d, grows[0],
+      mgr_pool_backward_token<scalar_t>(GH + t * d, S + t * d, N * d, inv_t, WA, scalar_t(scale), k, d, GS + t * d,
                                         ginv_t, gwa);
       for (int64_t j = 0; j < k; ++j) GINV[j * N + t] = ginv_t[j];
     });
