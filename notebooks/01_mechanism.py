@@ -56,10 +56,10 @@ import pandas as pd
 import seaborn as sns
 import torch
 
-from rrlib import gates, loading, plots, tables
-from rrlib.config import resolve_run
+from rrlib.report import gates, loading, plots, tables
+from rrlib.runs.config import resolve_run
 from rrlib.model import GPT
-from rrlib.residuals import RULES
+from rrlib.rules.protocol import RULES
 
 plots.use_style()
 

@@ -55,8 +55,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from rrlib import loading, plots, stats, tables
-from rrlib.config import count_params, load_preset, resolve_run
+from rrlib.report import loading, plots, stats, tables
+from rrlib.runs.config import count_params, load_preset, resolve_run
 
 plots.use_style()
 preset = load_preset(size)

@@ -60,10 +60,10 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from rrlib import loading, plots, stats, tables
-from rrlib.config import ModelConfig, TrainConfig
-from rrlib.sweep import results_table
-from rrlib.train import project_path
+from rrlib.report import loading, plots, stats, tables
+from rrlib.runs.config import ModelConfig, TrainConfig
+from rrlib.runs.sweep import results_table
+from rrlib.runs.train import project_path
 
 plots.use_style()
 pd.set_option("display.float_format", "{:.4g}".format)

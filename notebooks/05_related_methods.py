@@ -78,13 +78,13 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from rrlib import loading, plots, stats, tables
-from rrlib.config import load_preset, resolve_run
-from rrlib.data import unigram_entropy
+from rrlib.report import loading, plots, stats, tables
+from rrlib.runs.config import load_preset, resolve_run
+from rrlib.runs.data import unigram_entropy
 from rrlib.model import GPT
-from rrlib.residuals import RULES
-from rrlib.sweep import results_table
-from rrlib.train import load_run_data
+from rrlib.rules.protocol import RULES
+from rrlib.runs.sweep import results_table
+from rrlib.runs.train import load_run_data
 
 plots.use_style()
 preset = load_preset(size)

@@ -10,8 +10,8 @@ import sys
 
 import yaml
 
-from .config import ConfigError
-from .data import DataError
+from .runs.config import ConfigError
+from .runs.data import DataError
 
 # flag → (section, field): the overrides every training command accepts
 OVERRIDE_FLAGS = {
@@ -27,8 +27,8 @@ OVERRIDE_FLAGS = {
 
 def override_help() -> dict[str, str]:
     """One line per override flag, naming the valid choices where there is a fixed set."""
-    from .config import PRECISIONS
-    from .data import HELDOUT, TOKENIZERS
+    from .runs.config import PRECISIONS
+    from .runs.data import HELDOUT, TOKENIZERS
 
     return {
         "steps": "training steps (default: the preset's)",
@@ -107,14 +107,14 @@ class OneLineParser(argparse.ArgumentParser):
 def choices() -> tuple[str, str]:
     """The valid sizes and variants, as --help lists them."""
     from . import model  # noqa: F401  (registers every rule, the cross-depth ones included)
-    from .config import available_sizes
-    from .residuals import RULES
+    from .runs.config import available_sizes
+    from .rules.protocol import RULES
 
     return ", ".join(available_sizes()), ", ".join(RULES)
 
 
 # Subcommands that own their arguments: python -m rrlib <name> ... → rrlib.<module>.main(argv)
-DELEGATED = {"bench": "bench", "report": "report"}
+DELEGATED = {"bench": "speed.bench", "report": "report.build"}
 
 
 def main(argv=None) -> int:
@@ -166,8 +166,8 @@ def main(argv=None) -> int:
 
 def run_command(args) -> int:
     if args.command == "train":
-        from .config import resolve_run
-        from .train import RunBusy, train_run
+        from .runs.config import resolve_run
+        from .runs.train import RunBusy, train_run
 
         run = resolve_run(args.size, args.variant, args.seed, overrides_from(args), args.out)
         try:
@@ -178,7 +178,7 @@ def run_command(args) -> int:
                                       "ece", "minutes")})
         return 0
     if args.command == "sweep":
-        from .sweep import SweepIncomplete, parse_shard, run_sweep
+        from .runs.sweep import SweepIncomplete, parse_shard, run_sweep
 
         try:
             table, incomplete = run_sweep(args.size, args.variants, args.seeds, overrides_from(args), args.out,

@@ -20,8 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .config import ModelConfig
-from .residuals import INIT_STD, StreamShape, build_rule
+from .runs.config import ModelConfig
+from .rules.protocol import INIT_STD, StreamShape, build_rule
 
 NORM_EPS = 1e-5
 HEAD_MULTIPLE = 64  # tensor-core tiles want matmul dimensions in multiples of 64; GPT-2's 50,257 is prime-ish

@@ -4,9 +4,9 @@ import json
 import pytest
 import torch
 
-from rrlib import bench
+from rrlib.speed import bench
 from rrlib.__main__ import main as cli
-from rrlib.config import count_params, resolve_run
+from rrlib.runs.config import count_params, resolve_run
 
 
 @pytest.fixture(scope="module")

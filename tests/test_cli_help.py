@@ -6,9 +6,9 @@ import io
 import pytest
 
 from rrlib import __main__ as cli
-from rrlib import report
-from rrlib.config import available_sizes
-from rrlib.residuals import RULES
+from rrlib.report import build as report
+from rrlib.runs.config import available_sizes
+from rrlib.rules.protocol import RULES
 
 
 def help_text(argv) -> str:

@@ -9,8 +9,8 @@ gradients and keep less for the backward pass.
 import pytest
 import torch
 
-from rrlib.depth_mixing import SINKHORN_ITERS
-from rrlib.residuals import rms
+from rrlib.rules.depth_mixing.streams import SINKHORN_ITERS
+from rrlib.rules.protocol import rms
 
 from test_cross_depth import gpt, perturb
 
@@ -195,7 +195,7 @@ def _grads(fn, inputs, grad_out):
 
 @pytest.mark.parametrize("shape", [(3, 5, 8), (2, 4, 3, 7)])
 def test_inverse_rms_backward_is_autograds(shape):
-    from rrlib.depth_mixing import RMS_EPS, inverse_rms
+    from rrlib.rules.depth_mixing.streams import RMS_EPS, inverse_rms
     x = torch.randn(shape, dtype=torch.float64) * 3
     plain = lambda x: torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + RMS_EPS)  # noqa: E731
     grad = torch.randn(*shape[:-1], 1, dtype=torch.float64)
@@ -205,7 +205,7 @@ def test_inverse_rms_backward_is_autograds(shape):
 
 
 def test_sinkhorn_iterations_backward_is_autograds():
-    from rrlib.depth_mixing import _Normalise
+    from rrlib.rules.depth_mixing.streams import _Normalise
 
     def plain(m):
         for _ in range(SINKHORN_ITERS):
@@ -223,7 +223,7 @@ def test_sinkhorn_iterations_backward_is_autograds():
 
 
 def test_stream_read_and_write_backward_are_autograds():
-    from rrlib.depth_mixing import stream_read, stream_write
+    from rrlib.rules.depth_mixing.streams import stream_read, stream_write
     B, T, n, d = 2, 5, 4, 6
     f64 = dict(dtype=torch.float64)
     streams, u = torch.randn(B, T, n, d, **f64), torch.randn(B, T, d, **f64)

@@ -7,9 +7,9 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from rrlib import data
-from rrlib.data import DataError, fixed_eval_windows, get_batch, get_tokenizer, iter_stories, load_token_data
-from rrlib.data import paper_eval_windows
+from rrlib.runs import data
+from rrlib.runs.data import DataError, fixed_eval_windows, get_batch, get_tokenizer, iter_stories, load_token_data
+from rrlib.runs.data import paper_eval_windows
 
 
 @pytest.fixture

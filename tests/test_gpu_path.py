@@ -12,11 +12,11 @@ import pytest
 import torch
 from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 
-from rrlib import checkpoints
-from rrlib.config import ModelConfig, count_params, load_preset, resolve_run
-from rrlib.data import get_batch
+from rrlib.runs import checkpoints
+from rrlib.runs.config import ModelConfig, count_params, load_preset, resolve_run
+from rrlib.runs.data import get_batch
 from rrlib.model import GPT, chunked_cross_entropy, head_rows, proposal, residual_step
-from rrlib.train import autocast_factory, device_batches, make_optimizer, optimizer_step, train_run
+from rrlib.runs.train import autocast_factory, device_batches, make_optimizer, optimizer_step, train_run
 
 REPO = Path(__file__).resolve().parents[1]
 FAST = {"steps": 6, "eval_every": 6, "ckpt_every": 3, "log_every": 3, "paper_eval_batches": 1,

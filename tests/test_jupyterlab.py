@@ -71,7 +71,7 @@ def lab(tmp_path, shared):
     """A JupyterLab server over a folder holding notebook 01 (quick parameters), and a headless Chromium tab."""
     import nbformat
 
-    from rrlib import report
+    from rrlib.report import build as report
 
     nb = next(n for n in report.NOTEBOOKS if n.name == "01_mechanism")
     root = tmp_path / "lab"

@@ -4,8 +4,8 @@ import json
 import pytest
 import torch
 
-from rrlib import bench
-from rrlib.memory import peak_tensor_bytes
+from rrlib.speed import bench
+from rrlib.speed.memory import peak_tensor_bytes
 
 MB = 1_000_000
 

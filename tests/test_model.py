@@ -8,9 +8,9 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from rrlib.config import ModelConfig, count_params, match_params, resolve_run
+from rrlib.runs.config import ModelConfig, count_params, match_params, resolve_run
 from rrlib.model import GPT
-from rrlib.residuals import RULES
+from rrlib.rules.protocol import RULES
 
 SMALL = ModelConfig(d_model=32, n_layers=2, n_heads=4, seq_len=16, vocab_size=97)
 
@@ -153,7 +153,7 @@ def test_rejects_sequences_longer_than_context():
 
 
 def test_scaled_rules_own_the_depth_scaling_so_output_projections_do_not_shrink_with_n():
-    from rrlib.config import load_preset
+    from rrlib.runs.config import load_preset
 
     base = load_preset("looped8").model
     for variant, shrinks in (("scaled", False), ("scaled_loops", False), ("review", True), ("standard", True)):

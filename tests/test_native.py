@@ -4,12 +4,12 @@ import os
 import pytest
 import torch
 
-from rrlib import native
-from rrlib.config import resolve_run
-from rrlib.depth_mixing import (RMS_EPS, inverse_rms, kernels_for, projected_rms, sinkhorn, stream_read,
+from rrlib.rules import native
+from rrlib.runs.config import resolve_run
+from rrlib.rules.depth_mixing.streams import (RMS_EPS, inverse_rms, kernels_for, projected_rms, sinkhorn, stream_read,
                                 stream_write, stream_write_sum)
-from rrlib.gate_pool import gate_pool, pool
-from rrlib.hyper_weights import hc_read_and_weigh, mhc_read_and_weigh
+from rrlib.rules.depth_mixing.gate_pool import gate_pool, pool
+from rrlib.rules.depth_mixing.hyper_weights import hc_read_and_weigh, mhc_read_and_weigh
 from rrlib.model import GPT
 
 F64 = dict(dtype=torch.float64)

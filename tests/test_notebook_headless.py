@@ -7,7 +7,7 @@ build sat idle until the cell timeout. Each run here must finish well inside the
 import nbformat
 import pytest
 
-from rrlib import report
+from rrlib.report import build as report
 
 RUNS = 3
 CELL_TIMEOUT = 300  # seconds; a cell of the quick notebook takes a few

@@ -6,7 +6,7 @@ import jupytext
 import nbformat
 import pytest
 
-from rrlib.report import NOTEBOOK_DIR, NOTEBOOKS, declared_parameters, math_as_svg, notebook_source
+from rrlib.report.build import NOTEBOOK_DIR, NOTEBOOKS, declared_parameters, math_as_svg, notebook_source
 
 NAMES = [nb.name for nb in NOTEBOOKS]
 PNG = b"\x89PNG\r\n\x1a\n"

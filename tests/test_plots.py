@@ -3,8 +3,8 @@ import math
 
 import pandas as pd
 
-from rrlib import plots, tables
-from rrlib.residuals import RULES
+from rrlib.report import plots, tables
+from rrlib.rules.protocol import RULES
 
 
 def test_every_registered_rule_has_its_own_colour_and_marker():

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from rrlib.config import (RECIPES, ConfigError, RunConfig, available_sizes, load_preset, recipe_name,
+from rrlib.runs.config import (RECIPES, ConfigError, RunConfig, available_sizes, load_preset, recipe_name,
                           resolve_run)
-from rrlib.data import get_tokenizer, load_token_data
+from rrlib.runs.data import get_tokenizer, load_token_data
 from rrlib.model import GPT
-from rrlib.train import make_optimizer
+from rrlib.runs.train import make_optimizer
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER_SIZES = ("60m", "150m", "320m", "590m", "1b")

@@ -5,7 +5,7 @@ import jupytext
 import nbformat
 import pytest
 
-from rrlib import report
+from rrlib.report import build as report
 
 SMALL = '''# ---
 # jupyter:
@@ -30,7 +30,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import plotly.graph_objects as go
 
-from rrlib import plots, tables
+from rrlib.report import plots, tables
 
 plots.use_style()
 print("[sweep 1/1] tiny/review/seed0: done already", file=sys.stderr)  # progress: not for the page

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from rrlib.sweep import grid
+from rrlib.runs.sweep import grid
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "slurm_sweep.sbatch"

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from rrlib import stats
+from rrlib.report import stats
 
 HEADLINE = {  # the paper's table: mean val_loss per size for review, highway, standard
     "60M": (1.6891, 1.6923, 1.6805), "150M": (1.5576, 1.5625, 1.5548), "320M": (1.5001, 1.5042, 1.5037),
@@ -268,7 +268,7 @@ def _grid(gap_of, noise=0.0, seeds=range(4)):
 
 
 def test_gap_factors_recovers_which_factor_the_gap_follows():
-    from rrlib.stats import gap_factors
+    from rrlib.report.stats import gap_factors
 
     exact = gap_factors(_grid(lambda ls, lt: 0.01 - 0.05 * lt, noise=1e-4)).set_index("term")
     assert exact.loc["log10_tokens_per_param", "coef"] == pytest.approx(-0.05, abs=1e-3)
@@ -281,7 +281,7 @@ def test_gap_factors_recovers_which_factor_the_gap_follows():
 
 
 def test_gap_factors_refuses_collinear_size_and_tokens():
-    from rrlib.stats import gap_factors
+    from rrlib.report.stats import gap_factors
 
     df = _grid(lambda ls, lt: 0.0, noise=1e-3)
     df["tokens_per_param"] = 1 / df["params_M"]  # the paper's design: tokens per parameter fall as size grows
@@ -304,7 +304,7 @@ def _lr_curves(optimum_of_n, seeds=range(4), noise=0.002):
 
 
 def test_lr_transfer_finds_an_optimum_between_grid_points_and_whether_it_moves_with_n():
-    from rrlib.stats import lr_transfer
+    from rrlib.report.stats import lr_transfer
 
     runs = _lr_curves({"transfers": lambda n: 0.003, "halves": lambda n: 0.012 / n})
     optima, trends = lr_transfer(runs, n_boot=200)
@@ -319,7 +319,7 @@ def test_lr_transfer_finds_an_optimum_between_grid_points_and_whether_it_moves_w
 
 
 def test_lr_transfer_reads_an_optimum_at_the_grids_edge_as_that_edge():
-    from rrlib.stats import lr_transfer
+    from rrlib.report.stats import lr_transfer
 
     optima, _ = lr_transfer(_lr_curves({"too_high": lambda n: 0.5}), n_boot=50)
     assert optima["at_edge"].all() and np.allclose(optima["best_lr"], 0.032)

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from rrlib.config import resolve_run
-from rrlib.sweep import grid, results_table, run_sweep
-from rrlib.train import RunBusy, lr_at, run_lock, train_run
+from rrlib.runs.config import resolve_run
+from rrlib.runs.sweep import grid, results_table, run_sweep
+from rrlib.runs.train import RunBusy, lr_at, run_lock, train_run
 
 REPO = Path(__file__).resolve().parents[1]
 FAST = {"train": {"steps": 12, "eval_every": 6, "ckpt_every": 6, "log_every": 3, "paper_eval_batches": 2,
@@ -178,7 +178,7 @@ def test_cli_errors_are_one_sentence_and_exit_2(tmp_path, args, message):
 
 def test_a_changed_results_table_does_not_make_the_code_dirty(tmp_path):
     """A sweep rewrites its committed results.csv; only tracked code or settings count as uncommitted."""
-    from rrlib import train
+    from rrlib.runs import train
 
     repo = tmp_path / "repo"
     (repo / "rrlib").mkdir(parents=True)

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-import rrlib.train as train_module
-from rrlib.config import ConfigError, available_sizes, load_preset, resolve_run
-from rrlib.runfiles import RunConflict, StateError, fingerprint, run_identity
-from rrlib.sweep import SweepIncomplete, run_sweep
-from rrlib.train import asked_identity, claimed, train_run
+import rrlib.runs.train as train_module
+from rrlib.runs.config import ConfigError, available_sizes, load_preset, resolve_run
+from rrlib.runs.runfiles import RunConflict, StateError, fingerprint, run_identity
+from rrlib.runs.sweep import SweepIncomplete, run_sweep
+from rrlib.runs.train import asked_identity, claimed, train_run
 
 REPO = Path(__file__).resolve().parents[1]
 FAST = {"train": {"steps": 12, "eval_every": 6, "ckpt_every": 6, "log_every": 3, "paper_eval_batches": 2,

@@ -26,8 +26,8 @@ from pathlib import Path
 
 import yaml
 
-from .config import ConfigError, count_params, load_preset
-from .train import PROJECT_ROOT, project_path
+from ..runs.config import ConfigError, count_params, load_preset
+from ..runs.train import PROJECT_ROOT, project_path
 
 NOTEBOOK_DIR = PROJECT_ROOT / "notebooks"
 KERNEL = "python3"
@@ -82,7 +82,7 @@ def _size_sweep(values: dict) -> list[tuple]:
 
 
 def _depth_sweeps(values: dict) -> list[tuple]:
-    from .config import available_sizes
+    from ..runs.config import available_sizes
 
     depths = values.get("depths") or [int(s[5:]) for s in available_sizes()
                                        if s.startswith("depth") and s[5:].isdigit()]
@@ -149,10 +149,10 @@ def parameter_values(notebook) -> dict:
 
 def missing_runs(nb: Notebook, values: dict, runs: Path) -> list:
     """The runs a page reads that its run folders do not hold finished (including ones they cannot answer for)."""
-    from .config import resolve_run
-    from .runfiles import RunConflict, StateError
-    from .sweep import grid
-    from .train import claimed
+    from ..runs.config import resolve_run
+    from ..runs.runfiles import RunConflict, StateError
+    from ..runs.sweep import grid
+    from ..runs.train import claimed
 
     missing = []
     for size, variants, seeds, overrides in SWEEPS.get(nb.name, lambda _: [])(values):
@@ -169,7 +169,7 @@ def cost_text(runs: list) -> str:
     """'12 runs (depth2: 3, ...), at least 2.1 h on this CPU' from their FLOP count and the CPU's measured speed."""
     from collections import Counter
 
-    from .train import cpu_matmul_flops, pick_device, training_flops
+    from ..runs.train import cpu_matmul_flops, pick_device, training_flops
 
     by_size = ", ".join(f"{size}: {n}" for size, n in Counter(r.size for r in runs).items())
     flops = sum(training_flops(r) for r in runs)
@@ -369,7 +369,7 @@ def render(executed: Path, out: Path, stem: str, source: str | None = None) -> s
 def abstract(runs: Path, sizes: list[str], paper_csv: Path) -> list[str]:
     """The index's abstract: what the report asks, then numbers computed from the paper's runs and ours."""
     from . import stats
-    from .sweep import results_table
+    from ..runs.sweep import results_table
 
     lines = ["The paper reports that Review residuals, a gate that sees both the residual state and a sublayer's "
              "proposed update, bring no gain at its smaller sizes and a significant gain at its two largest. "

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 import torch
 
-from .model import GPT
+from ..model import GPT
 
 
 def gate_records(model: GPT, idx: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:

@@ -10,7 +10,7 @@ from typing import NamedTuple
 import torch
 from torch.utils.flop_counter import register_flop_formula
 
-from . import native
+from .. import native
 
 
 SINKHORN_ITERS = 20  # mHC's t_max

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from .depth_mixing import (SINKHORN_ITERS, kernels_for, project_rows, projected_rms, projection_grads, sinkhorn,
+from .streams import (SINKHORN_ITERS, kernels_for, project_rows, projected_rms, projection_grads, sinkhorn,
                            stream_read, stream_write)
 
 

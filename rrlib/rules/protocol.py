@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .depth_mixing import RMS_EPS  # one eps for every RMS norm
+from .depth_mixing.streams import RMS_EPS  # one eps for every RMS norm
 
 INIT_STD = 0.02  # GPT-2's (and the paper's code's) init of every linear layer
 HIGHWAY_GATE_INITS = ("gpt2", "zero")

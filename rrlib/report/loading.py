@@ -14,12 +14,12 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from .checkpoints import WEIGHTS_FILE, load_weights
-from .config import PARAMS_DIR, RunConfig, resolve_run, run_folder
-from .data import fixed_eval_windows
-from .model import GPT
-from .sweep import run_sweep
-from .train import load_run_data, read_result, train_run
+from ..runs.checkpoints import WEIGHTS_FILE, load_weights
+from ..runs.config import PARAMS_DIR, RunConfig, resolve_run, run_folder
+from ..runs.data import fixed_eval_windows
+from ..model import GPT
+from ..runs.sweep import run_sweep
+from ..runs.train import load_run_data, read_result, train_run
 
 
 def quiet_sweep(*args, **kwargs) -> pd.DataFrame:

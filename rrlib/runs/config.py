@@ -17,9 +17,9 @@ import torch
 import yaml
 
 from .data import EOS_IN_TEXT, HELDOUT_CUTS
-from .residuals import HIGHWAY_GATE_INITS, RULES, ConfigError, rule_class
+from ..rules.protocol import HIGHWAY_GATE_INITS, RULES, ConfigError, rule_class
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 PARAMS_DIR = PROJECT_ROOT / "params"
 REFERENCE_VARIANT = "review"
 PRECISIONS = ("auto", "fp32", "tf32", "bf16")
@@ -322,7 +322,7 @@ def vocab_size(tokenizer: str) -> int:
 
 def count_params(cfg: ModelConfig) -> int:
     """Parameters of the model ``cfg`` describes, built on the meta device (no memory, no init cost)."""
-    from .model import GPT
+    from ..model import GPT
 
     with torch.device("meta"):
         return GPT(cfg).n_params()

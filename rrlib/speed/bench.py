@@ -49,14 +49,14 @@ from pathlib import Path
 import torch
 from torch.nn.attention import SDPBackend
 
-from . import __version__
-from .config import ConfigError, RunConfig, resolve_run
-from .data import TOKENIZERS, get_tokenizer, iter_stories, load_token_data
-from .evaluate import evaluate
+from .. import __version__
+from ..runs.config import ConfigError, RunConfig, resolve_run
+from ..runs.data import TOKENIZERS, get_tokenizer, iter_stories, load_token_data
+from ..runs.evaluate import evaluate
 from .memory import peak_tensor_bytes
-from .model import GPT
-from .residuals import rule_class
-from .train import (PROJECT_ROOT, _device_name, autocast_factory, git_commit, lr_at, make_optimizer, optimizer_step,
+from ..model import GPT
+from ..rules.protocol import rule_class
+from ..runs.train import (PROJECT_ROOT, _device_name, autocast_factory, git_commit, lr_at, make_optimizer, optimizer_step,
                     pick_device, project_path, resolve_precision, write_json_atomic)
 
 SHARED = PROJECT_ROOT.parent / "shared"

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from .depth_mixing import RMS_EPS, inverse_rms, kernels_for, stream_read
+from .streams import RMS_EPS, inverse_rms, kernels_for, stream_read
 
 
 def gate_pool(s, inv, u, gate_query, gate_bias, pool_query, scale: float):

@@ -35,11 +35,11 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from .depth_mixing import (depth_attention_macs, full_precision,
+from .depth_mixing.streams import (depth_attention_macs, full_precision,
                            inverse_rms, route, scored, stream_write_sum)
-from .gate_pool import gate_plain, gate_pool, pool
-from .hyper_weights import hc_read_and_weigh, mhc_read_and_weigh
-from .residuals import ConfigError, ResidualRule, StreamShape, register
+from .depth_mixing.gate_pool import gate_plain, gate_pool, pool
+from .depth_mixing.hyper_weights import hc_read_and_weigh, mhc_read_and_weigh
+from .protocol import ConfigError, ResidualRule, StreamShape, register
 
 
 def _positive_int(name: str, value) -> int:

@@ -38,12 +38,12 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from . import __version__
+from .. import __version__
 from .config import PROJECT_ROOT, ConfigError, RunConfig, project_path
 from .checkpoints import CKPT_FILE, drop_checkpoint, keep_final, save_atomic, save_checkpoint
 from .data import DataError, fixed_eval_windows, get_batch, load_token_data, paper_eval_windows
 from .evaluate import evaluate
-from .model import GPT
+from ..model import GPT
 from .runfiles import (MOVE_ASIDE, RunConflict, StateError, differences, fingerprint, read_checkpoint,
                        read_config, read_result, recorded_identity, run_identity, truncate_metrics)
 
