@@ -106,9 +106,8 @@ class OneLineParser(argparse.ArgumentParser):
 
 def choices() -> tuple[str, str]:
     """The valid sizes and variants, as --help lists them."""
-    from . import model  # noqa: F401  (registers every rule, the cross-depth ones included)
+    from .rules import RULES
     from .runs.config import available_sizes
-    from .rules.protocol import RULES
 
     return ", ".join(available_sizes()), ", ".join(RULES)
 

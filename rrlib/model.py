@@ -15,18 +15,32 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .runs.config import ModelConfig
-from .rules.protocol import INIT_STD, StreamShape, build_rule
+from .rules import INIT_STD, StreamShape, build_rule
 
 NORM_EPS = 1e-5
 HEAD_MULTIPLE = 64  # tensor-core tiles want matmul dimensions in multiples of 64; GPT-2's 50,257 is prime-ish
 HEAD_MAX_PAD = 0.01  # pad only when that adds under 1 % of the head's work (50,257 → 50,304: 0.09 %; 257 → 320: 25 %)
 LOSS_CHUNK_TOKENS = 2048  # at 50,304 rows a chunk's fp32 logits are 0.4 GB, a 64 × 256 batch's would be 3.3 GB
+REFERENCE_VARIANT = "review"  # the paper's method: a model's rule unless told otherwise, and what baselines match
+
+
+@dataclass
+class ModelConfig:
+    d_model: int = 512
+    n_layers: int = 8
+    n_heads: int = 8
+    seq_len: int = 256
+    vocab_size: int = 50257
+    n_loops: int = 1
+    variant: str = REFERENCE_VARIANT
+    rule_options: dict = field(default_factory=dict)
+    highway_gate_init: str = "gpt2"  # "gpt2": N(0, 0.02), bias 0, as every linear in the paper's code; "zero"
 
 
 class Attention(nn.Module):
@@ -266,3 +280,9 @@ class GPT(nn.Module):
         """
         attention = 12 * self.cfg.n_layers * self.cfg.n_loops * self.cfg.d_model * self.cfg.seq_len
         return 6 * self.n_matmul_params() + attention
+
+
+def count_params(cfg: ModelConfig) -> int:
+    """Parameters of the model ``cfg`` describes, built on the meta device (no memory, no init cost)."""
+    with torch.device("meta"):
+        return GPT(cfg).n_params()

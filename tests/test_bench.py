@@ -6,7 +6,8 @@ import torch
 
 from rrlib.speed import bench
 from rrlib.__main__ import main as cli
-from rrlib.runs.config import count_params, resolve_run
+from rrlib.model import count_params
+from rrlib.runs.config import resolve_run
 
 
 @pytest.fixture(scope="module")

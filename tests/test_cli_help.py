@@ -8,7 +8,7 @@ import pytest
 from rrlib import __main__ as cli
 from rrlib.report import build as report
 from rrlib.runs.config import available_sizes
-from rrlib.rules.protocol import RULES
+from rrlib.rules import RULES
 
 
 def help_text(argv) -> str:

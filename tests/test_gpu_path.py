@@ -13,9 +13,9 @@ import torch
 from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 
 from rrlib.runs import checkpoints
-from rrlib.runs.config import ModelConfig, count_params, load_preset, resolve_run
+from rrlib.runs.config import load_preset, resolve_run
 from rrlib.runs.data import get_batch
-from rrlib.model import GPT, chunked_cross_entropy, head_rows, proposal, residual_step
+from rrlib.model import GPT, ModelConfig, chunked_cross_entropy, count_params, head_rows, proposal, residual_step
 from rrlib.runs.train import autocast_factory, device_batches, make_optimizer, optimizer_step, train_run
 
 REPO = Path(__file__).resolve().parents[1]

@@ -8,9 +8,9 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from rrlib.runs.config import ModelConfig, count_params, match_params, resolve_run
-from rrlib.model import GPT
-from rrlib.rules.protocol import RULES
+from rrlib.runs.config import match_params, resolve_run
+from rrlib.model import GPT, ModelConfig, count_params
+from rrlib.rules import RULES
 
 SMALL = ModelConfig(d_model=32, n_layers=2, n_heads=4, seq_len=16, vocab_size=97)
 

@@ -4,7 +4,7 @@ import math
 import pandas as pd
 
 from rrlib.report import plots, tables
-from rrlib.rules.protocol import RULES
+from rrlib.rules import RULES
 
 
 def test_every_registered_rule_has_its_own_colour_and_marker():

@@ -4,7 +4,8 @@ import math
 import pytest
 import torch
 
-from rrlib.rules.protocol import RULES, ConfigError, StreamShape, build_rule, rms
+from rrlib.rules import RULES, ConfigError, StreamShape, build_rule
+from rrlib.rules.protocol import rms
 
 # zero-init Highway gates, so every rule's formula at init is exact (the paper's N(0, 0.02) Highway init is
 # pinned in tests/test_recipe.py)

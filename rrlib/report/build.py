@@ -26,7 +26,8 @@ from pathlib import Path
 
 import yaml
 
-from ..runs.config import ConfigError, count_params, load_preset
+from ..model import count_params
+from ..runs.config import ConfigError, load_preset
 from ..runs.train import PROJECT_ROOT, project_path
 
 NOTEBOOK_DIR = PROJECT_ROOT / "notebooks"

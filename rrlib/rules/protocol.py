@@ -347,7 +347,3 @@ class ScaledLoops(Scaled):
 
     def __init__(self, shape: StreamShape, lam: float = 1.0):
         super().__init__(shape, lam=lam, scaling="loops")
-
-
-# Rules that route across depth live in their own module and register into RULES on import.
-from . import cross_depth  # noqa: E402,F401

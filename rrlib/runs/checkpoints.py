@@ -15,7 +15,8 @@ from pathlib import Path
 
 import torch
 
-from .config import KEEP_WEIGHTS, count_params, load_preset, resolve_run
+from ..model import count_params
+from .config import KEEP_WEIGHTS, load_preset, resolve_run
 
 CKPT_FILE = "ckpt.pt"
 WEIGHTS_FILE = "weights.pt"

@@ -10,18 +10,17 @@ import copy
 import dataclasses
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-import torch
 import yaml
 
+from ..model import REFERENCE_VARIANT, ModelConfig, count_params
+from ..rules import HIGHWAY_GATE_INITS, RULES, ConfigError, rule_class
 from .data import EOS_IN_TEXT, HELDOUT_CUTS
-from ..rules.protocol import HIGHWAY_GATE_INITS, RULES, ConfigError, rule_class
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 PARAMS_DIR = PROJECT_ROOT / "params"
-REFERENCE_VARIANT = "review"
 PRECISIONS = ("auto", "fp32", "tf32", "bf16")
 WEIGHT_DECAY_ON = ("all", "matrices")  # every tensor (the paper's AdamW(model.parameters())), or dim >= 2 only
 KEEP_WEIGHTS = ("none", "bf16", "fp32")  # what a finished run keeps of its model (rrlib.checkpoints)
@@ -39,19 +38,6 @@ def project_path(path: str | os.PathLike) -> Path:
 def run_folder(out_root, size: str, variant: str, seed: int) -> Path:
     """Where a run lives: ``<out_root>/<size>/<variant>/seed<k>``."""
     return project_path(out_root) / size / variant / f"seed{seed}"
-
-
-@dataclass
-class ModelConfig:
-    d_model: int = 512
-    n_layers: int = 8
-    n_heads: int = 8
-    seq_len: int = 256
-    vocab_size: int = 50257
-    n_loops: int = 1
-    variant: str = REFERENCE_VARIANT
-    rule_options: dict = field(default_factory=dict)
-    highway_gate_init: str = "gpt2"  # "gpt2": N(0, 0.02), bias 0, as every linear in the paper's code; "zero"
 
 
 @dataclass
@@ -318,14 +304,6 @@ def vocab_size(tokenizer: str) -> int:
     if tokenizer not in TOKENIZER_VOCAB:
         raise ConfigError(f"unknown tokenizer {tokenizer!r}; valid tokenizers: {', '.join(TOKENIZER_VOCAB)}")
     return TOKENIZER_VOCAB[tokenizer]
-
-
-def count_params(cfg: ModelConfig) -> int:
-    """Parameters of the model ``cfg`` describes, built on the meta device (no memory, no init cost)."""
-    from ..model import GPT
-
-    with torch.device("meta"):
-        return GPT(cfg).n_params()
 
 
 def match_params(cfg: ModelConfig, reference: str = REFERENCE_VARIANT) -> ModelConfig:

@@ -13,7 +13,7 @@ import sys
 import pandas as pd
 
 from .config import ConfigError, load_preset, resolve_run
-from ..rules.protocol import rule_class
+from ..rules import rule_class
 from .runfiles import RunConflict, StateError, read_result
 from .train import RunBusy, check_cpu_reach, claimed, pick_device, project_path, train_run
 

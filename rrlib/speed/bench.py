@@ -55,7 +55,7 @@ from ..runs.data import TOKENIZERS, get_tokenizer, iter_stories, load_token_data
 from ..runs.evaluate import evaluate
 from .memory import peak_tensor_bytes
 from ..model import GPT
-from ..rules.protocol import rule_class
+from ..rules import rule_class
 from ..runs.train import (PROJECT_ROOT, _device_name, autocast_factory, git_commit, lr_at, make_optimizer, optimizer_step,
                     pick_device, project_path, resolve_precision, write_json_atomic)
 
