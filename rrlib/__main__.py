@@ -166,7 +166,8 @@ def main(argv=None) -> int:
 def run_command(args) -> int:
     if args.command == "train":
         from .runs.config import resolve_run
-        from .runs.train import RunBusy, train_run
+        from .runs.folders import RunBusy
+        from .runs.train import train_run
 
         run = resolve_run(args.size, args.variant, args.seed, overrides_from(args), args.out)
         try:

@@ -88,10 +88,10 @@ def test_peak_table_never_guesses():
 
 def test_peak_on_cpu_and_on_a_named_gpu(monkeypatch):
     assert bench.resolve_peak(torch.device("cpu"), "fp32", measure=False)[0] is None
-    monkeypatch.setattr(bench, "_device_name", lambda device: "NVIDIA H200")
+    monkeypatch.setattr(bench, "device_name", lambda device: "NVIDIA H200")
     assert bench.resolve_peak(torch.device("cuda"), "bf16", measure=False) == (
         989.5e12, "H200 SXM bf16 dense, vendor data sheet")
-    monkeypatch.setattr(bench, "_device_name", lambda device: "Some Future GPU")
+    monkeypatch.setattr(bench, "device_name", lambda device: "Some Future GPU")
     flops, source = bench.resolve_peak(torch.device("cuda"), "bf16", measure=False)
     assert flops is None and "--measure-peak" in source
 

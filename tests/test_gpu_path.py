@@ -16,7 +16,9 @@ from rrlib.runs import checkpoints
 from rrlib.runs.config import load_preset, resolve_run
 from rrlib.runs.data import get_batch
 from rrlib.model import GPT, ModelConfig, chunked_cross_entropy, count_params, head_rows, proposal, residual_step
-from rrlib.runs.train import autocast_factory, device_batches, make_optimizer, optimizer_step, train_run
+from rrlib.runs.device import autocast_factory
+from rrlib.runs.optim import make_optimizer, optimizer_step
+from rrlib.runs.train import device_batches, train_run
 
 REPO = Path(__file__).resolve().parents[1]
 FAST = {"steps": 6, "eval_every": 6, "ckpt_every": 3, "log_every": 3, "paper_eval_batches": 1,

@@ -15,7 +15,7 @@ from rrlib.runs.config import (RECIPES, ConfigError, RunConfig, available_sizes,
                           resolve_run)
 from rrlib.runs.data import get_tokenizer, load_token_data
 from rrlib.model import GPT
-from rrlib.runs.train import make_optimizer
+from rrlib.runs.optim import make_optimizer
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER_SIZES = ("60m", "150m", "320m", "590m", "1b")

@@ -11,7 +11,9 @@ import pytest
 
 from rrlib.runs.config import resolve_run
 from rrlib.runs.sweep import grid, results_table, run_sweep
-from rrlib.runs.train import RunBusy, lr_at, run_lock, train_run
+from rrlib.runs.folders import RunBusy, run_lock
+from rrlib.runs.optim import lr_at
+from rrlib.runs.train import train_run
 
 REPO = Path(__file__).resolve().parents[1]
 FAST = {"train": {"steps": 12, "eval_every": 6, "ckpt_every": 6, "log_every": 3, "paper_eval_batches": 2,
@@ -178,7 +180,7 @@ def test_cli_errors_are_one_sentence_and_exit_2(tmp_path, args, message):
 
 def test_a_changed_results_table_does_not_make_the_code_dirty(tmp_path):
     """A sweep rewrites its committed results.csv; only tracked code or settings count as uncommitted."""
-    from rrlib.runs import train
+    from rrlib.runs import provenance
 
     repo = tmp_path / "repo"
     (repo / "rrlib").mkdir(parents=True)
@@ -190,11 +192,11 @@ def test_a_changed_results_table_does_not_make_the_code_dirty(tmp_path):
     git("add", ".")
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init")
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
-    old_root, train.PROJECT_ROOT = train.PROJECT_ROOT, repo
+    old_root, provenance.PROJECT_ROOT = provenance.PROJECT_ROOT, repo
     try:
         (repo / "outputs" / "runs" / "results.csv").write_text("b\n")
-        assert train.git_commit() == head
+        assert provenance.git_commit() == head
         (repo / "rrlib" / "code.py").write_text("x = 2\n")
-        assert train.git_commit() == head + "+dirty"
+        assert provenance.git_commit() == head + "+dirty"
     finally:
-        train.PROJECT_ROOT = old_root
+        provenance.PROJECT_ROOT = old_root

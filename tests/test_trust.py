@@ -8,12 +8,15 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 import rrlib.runs.train as train_module
 from rrlib.runs.config import ConfigError, available_sizes, load_preset, resolve_run
 from rrlib.runs.runfiles import RunConflict, StateError, fingerprint, run_identity
 from rrlib.runs.sweep import SweepIncomplete, run_sweep
-from rrlib.runs.train import asked_identity, claimed, train_run
+from rrlib.runs.device import check_cpu_reach
+from rrlib.runs.folders import asked_identity, claimed
+from rrlib.runs.train import train_run
 
 REPO = Path(__file__).resolve().parents[1]
 FAST = {"train": {"steps": 12, "eval_every": 6, "ckpt_every": 6, "log_every": 3, "paper_eval_batches": 2,
@@ -281,14 +284,14 @@ def test_a_malformed_preset_names_its_line_and_breaks_no_other_size(tmp_path):
 
 def test_cpu_guard_estimates_and_can_be_insisted_on(monkeypatch):
     run = resolve_run("60m", "review", 0)
-    cpu = train_module.torch.device("cpu")
+    cpu = torch.device("cpu")
     with pytest.raises(ConfigError, match=r"60m/review/seed0 would take at least [\d,]+ hours on this CPU \("
                                           r"[\d.]+e\+\d+ training FLOPs"):
-        train_module.check_cpu_reach([run], cpu)
-    train_module.check_cpu_reach([run], cpu, allow_slow=True)
+        check_cpu_reach([run], cpu)
+    check_cpu_reach([run], cpu, allow_slow=True)
     monkeypatch.setenv("RRLIB_ALLOW_SLOW", "1")
-    train_module.check_cpu_reach([run], cpu)
-    train_module.check_cpu_reach([resolve_run("mini", "review", 0)], cpu, allow_slow=False)  # minutes: no word
+    check_cpu_reach([run], cpu)
+    check_cpu_reach([resolve_run("mini", "review", 0)], cpu, allow_slow=False)  # minutes: no word
 
 
 def test_setup_script_writes_nothing_user_global():

@@ -27,8 +27,7 @@ from pathlib import Path
 import yaml
 
 from ..model import count_params
-from ..runs.config import ConfigError, load_preset
-from ..runs.train import PROJECT_ROOT, project_path
+from ..runs.config import PROJECT_ROOT, ConfigError, load_preset, project_path
 
 NOTEBOOK_DIR = PROJECT_ROOT / "notebooks"
 KERNEL = "python3"
@@ -153,7 +152,7 @@ def missing_runs(nb: Notebook, values: dict, runs: Path) -> list:
     from ..runs.config import resolve_run
     from ..runs.runfiles import RunConflict, StateError
     from ..runs.sweep import grid
-    from ..runs.train import claimed
+    from ..runs.folders import claimed
 
     missing = []
     for size, variants, seeds, overrides in SWEEPS.get(nb.name, lambda _: [])(values):
@@ -170,7 +169,7 @@ def cost_text(runs: list) -> str:
     """'12 runs (depth2: 3, ...), at least 2.1 h on this CPU' from their FLOP count and the CPU's measured speed."""
     from collections import Counter
 
-    from ..runs.train import cpu_matmul_flops, pick_device, training_flops
+    from ..runs.device import cpu_matmul_flops, pick_device, training_flops
 
     by_size = ", ".join(f"{size}: {n}" for size, n in Counter(r.size for r in runs).items())
     flops = sum(training_flops(r) for r in runs)

@@ -19,7 +19,8 @@ from ..runs.config import PARAMS_DIR, RunConfig, resolve_run, run_folder
 from ..runs.data import fixed_eval_windows
 from ..model import GPT
 from ..runs.sweep import run_sweep
-from ..runs.train import load_run_data, read_result, train_run
+from ..runs.runfiles import read_result
+from ..runs.train import load_run_data, train_run
 
 
 def quiet_sweep(*args, **kwargs) -> pd.DataFrame:

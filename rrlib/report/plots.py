@@ -12,7 +12,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
-from ..runs.train import project_path
+from ..runs.config import project_path
 
 # One colour and marker per residual rule, the same in every figure of the report. Families share a hue
 # (Review blues, Highway reds, the cross-depth rules warm and purple tones) and differ by marker, so the 14+

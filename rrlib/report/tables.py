@@ -11,7 +11,7 @@ import math
 import re
 import pandas as pd
 
-from ..runs.train import project_path
+from ..runs.config import project_path
 
 MISSING = "–"
 P_COLUMN = re.compile(r"^p$|_p$|^p_|^p \(|\bp$", re.I)  # p, welch_p, paired_p, p_holm, "p (Holm)", "Holm p"

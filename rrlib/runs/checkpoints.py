@@ -10,6 +10,7 @@ The optimizer state is what fills a disk: AdamW keeps two fp32 moments per param
 """
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -21,6 +22,8 @@ from .config import KEEP_WEIGHTS, load_preset, resolve_run
 CKPT_FILE = "ckpt.pt"
 WEIGHTS_FILE = "weights.pt"
 WEIGHT_DTYPES = dict(zip(KEEP_WEIGHTS, (None, torch.bfloat16, torch.float32)))  # "none", "bf16", "fp32"
+
+
 # Bytes per parameter: fp32 weights + AdamW's exp_avg and exp_avg_sq (fp32); the step counters are scalars.
 CKPT_BYTES_PER_PARAM = 4 + 4 + 4
 
@@ -37,6 +40,10 @@ def save_atomic(obj, path: Path, write=torch.save) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
+
+
+def write_json_atomic(path: Path, obj: dict) -> None:
+    save_atomic(obj, path, lambda o, fh: fh.write((json.dumps(o, indent=2, sort_keys=True) + "\n").encode()))
 
 
 def save_checkpoint(run_dir: Path, model, optimizer, step: int, minutes: float, **state) -> None:

@@ -12,10 +12,12 @@ import sys
 
 import pandas as pd
 
-from .config import ConfigError, load_preset, resolve_run
+from .config import ConfigError, load_preset, project_path, resolve_run
 from ..rules import rule_class
 from .runfiles import RunConflict, StateError, read_result
-from .train import RunBusy, check_cpu_reach, claimed, pick_device, project_path, train_run
+from .device import check_cpu_reach, pick_device
+from .folders import RunBusy, claimed
+from .train import train_run
 
 # The paper's CSV columns first, then what rrlib adds.
 PAPER_COLUMNS = ["size", "variant", "seed", "params_M", "steps", "val_loss", "ece", "minutes"]

@@ -14,24 +14,19 @@ again continues bitwise-identically on CPU, its metrics log line for line (the o
 checkpoint). A NaN/inf loss ends the run with status ``diverged``. Starting a run that has a result does
 nothing. A file lock on the run folder keeps two processes from running one run.
 
-Identity: every file of the folder carries the run's fingerprint (rrlib.runfiles); a folder that holds a run
-with other settings, finished or not, is never resumed or answered from, and every file is read guarded.
+Identity: every file of the folder carries the run's fingerprint (rrlib.runs.runfiles); a folder that holds a run
+with other settings, finished or not, is never resumed or answered from, and every file is read guarded
+(rrlib.runs.folders). Device, precision and the CPU-reach guard are rrlib.runs.device's, the optimiser step
+rrlib.runs.optim's, what the files record of the code and machine rrlib.runs.provenance's.
 """
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import fcntl
-import functools
 import json
-import math
 import os
 import platform
 import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 from types import SimpleNamespace
 
 import torch
@@ -39,110 +34,19 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from .. import __version__
-from .config import PROJECT_ROOT, ConfigError, RunConfig, project_path
-from .checkpoints import CKPT_FILE, drop_checkpoint, keep_final, save_atomic, save_checkpoint
-from .data import DataError, fixed_eval_windows, get_batch, load_token_data, paper_eval_windows
-from .evaluate import evaluate
 from ..model import GPT
-from .runfiles import (MOVE_ASIDE, RunConflict, StateError, differences, fingerprint, read_checkpoint,
-                       read_config, read_result, recorded_identity, run_identity, truncate_metrics)
-
-
-
-class RunBusy(RuntimeError):
-    """Another process holds this run's lock."""
+from .checkpoints import CKPT_FILE, drop_checkpoint, keep_final, save_checkpoint, write_json_atomic
+from .config import ConfigError, RunConfig, project_path
+from .data import DataError, fixed_eval_windows, get_batch, load_token_data, paper_eval_windows
+from .device import autocast_factory, check_cpu_reach, dist_info, join_process_group, pick_device, resolve_precision
+from .evaluate import evaluate
+from .folders import claimed, run_lock
+from .optim import lr_at, make_optimizer, optimizer_step
+from .provenance import attention_backend, command_line, device_name, git_commit
+from .runfiles import MOVE_ASIDE, RunConflict, differences, fingerprint, read_checkpoint, run_identity, truncate_metrics
 
 
 # ---------------------------------------------------------------- small helpers
-
-def write_json_atomic(path: Path, obj: dict) -> None:
-    save_atomic(obj, path, lambda o, fh: fh.write((json.dumps(o, indent=2, sort_keys=True) + "\n").encode()))
-
-
-# What runs write, not code: a sweep rewrites its committed results.csv, a report its pages. A change there must
-# not mark the runs that follow as made by uncommitted code (it did: every run after a sweep's table was "+dirty").
-WRITTEN_BY_RUNS = ("outputs", "paper")
-
-
-def git_commit() -> str:
-    """HEAD of the project's checkout (+dirty if tracked code or settings changed), or $RRLIB_GIT_COMMIT for a
-    copy made without .git."""
-    if os.environ.get("RRLIB_GIT_COMMIT"):
-        return os.environ["RRLIB_GIT_COMMIT"]
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=PROJECT_ROOT, capture_output=True, text=True,
-                             timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
-                                *(f":(exclude){folder}" for folder in WRITTEN_BY_RUNS)], cwd=PROJECT_ROOT,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-        return out.stdout.strip() + ("+dirty" if dirty else "") if out.returncode == 0 else "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
-def pick_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError(f"device {name!r} asked for but CUDA is not available; valid devices here: auto, cpu")
-    try:
-        return torch.device(name)
-    except RuntimeError:
-        raise ConfigError(f"unknown device {name!r}; valid devices: auto, cpu, cuda, cuda:<index>") from None
-
-
-def resolve_precision(precision: str, device: torch.device) -> str:
-    if precision == "auto":
-        return "bf16" if device.type == "cuda" else "fp32"
-    return precision
-
-
-def autocast_factory(precision: str, device: torch.device):
-    """bf16 autocast around forward passes only; fp32/tf32 run without autocast.
-
-    TF32 is set through ``torch.set_float32_matmul_precision`` alone ("high" = TF32 for fp32 matmuls, as the
-    paper; "highest" = full fp32). The legacy ``allow_tf32`` flags are never touched: on torch 2.13, mixing
-    them with this API makes a later ``get_float32_matmul_precision()`` raise, and inductor's autotuning
-    calls it.
-    """
-    torch.set_float32_matmul_precision("high" if precision == "tf32" else "highest")
-    if precision == "bf16":
-        return lambda: torch.autocast(device.type, dtype=torch.bfloat16)
-    return contextlib.nullcontext
-
-
-def lr_at(step: int, cfg) -> float:
-    """Linear warmup over ``warmup_steps``, then cosine from lr down to ``min_lr_frac``·lr at the last step."""
-    if step < cfg.warmup_steps:
-        return cfg.lr * (step + 1) / cfg.warmup_steps
-    progress = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
-    return cfg.lr * (cfg.min_lr_frac + (1 - cfg.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
-
-
-def make_optimizer(model: torch.nn.Module, cfg, device: torch.device) -> torch.optim.AdamW:
-    """AdamW. ``weight_decay_on="all"`` decays every tensor, as the paper's ``AdamW(model.parameters())``
-    (biases, norm gains and gate biases too); ``"matrices"`` decays tensors with dim ≥ 2 only (embeddings
-    included), the usual GPT practice."""
-    every = cfg.weight_decay_on == "all"
-    decay = [p for p in model.parameters() if every or p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if not every and p.dim() < 2]
-    groups = [{"params": decay, "weight_decay": cfg.weight_decay}] + \
-        ([{"params": no_decay, "weight_decay": 0.0}] if no_decay else [])
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=tuple(cfg.betas), fused=device.type == "cuda")
-
-
-@contextlib.contextmanager
-def run_lock(run_dir: Path):
-    """An exclusive lock on the run folder, released by the OS even if the process is killed."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    with open(run_dir / "run.lock", "w") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise RunBusy(f"{run_dir} is being run by another process") from None
-        fh.write(f"{os.getpid()}\n")
-        fh.flush()
-        yield
 
 
 class StopFlag:
@@ -176,29 +80,6 @@ def load_run_data(run: RunConfig):
         heldout_cut=dc.heldout_cut)
 
 
-def optimizer_step(model, fwd, optimizer, x, y, lr: float, accum: int, autocast, grad_clip: float,
-                   distributed: bool = False):
-    """One optimizer step over (x, y) in ``accum`` micro-batches; returns (mean loss, grad norm) on the device.
-
-    ``fwd`` is what runs the forward pass (the model, its compiled form, or its DDP wrapper); gradients are
-    synchronised only on the last micro-batch.
-    """
-    for group in optimizer.param_groups:
-        group["lr"] = lr
-    micro = x.shape[0] // accum
-    step_loss = torch.zeros((), device=x.device)
-    for k in range(accum):
-        last = k == accum - 1
-        with (contextlib.nullcontext() if last or not distributed else fwd.no_sync()), autocast():
-            _, loss = fwd(x[k * micro:(k + 1) * micro], y[k * micro:(k + 1) * micro])
-        (loss / accum).backward()
-        step_loss += loss.detach() / accum
-    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    return step_loss, grad_norm
-
-
 def device_batches(tokens, start: int, stop: int, seed: int, batch_size: int, seq_len: int, rank: int, world: int,
                    device: torch.device):
     """The training batches of steps start..stop-1, each on the device when its step asks for it.
@@ -219,13 +100,6 @@ def device_batches(tokens, start: int, stop: int, seed: int, batch_size: int, se
         ahead = fetch(step + 1) if step + 1 < stop else None
 
 
-# ---------------------------------------------------------------- distributed
-
-def dist_info() -> tuple[int, int, int]:
-    """(rank, local rank, world size) from torchrun's environment; (0, 0, 1) for a plain process."""
-    return int(os.environ.get("RANK", 0)), int(os.environ.get("LOCAL_RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
-
-
 def grad_accum_steps(cfg, world_size: int) -> int:
     """Micro-steps per optimizer step: tokens per step stay fixed however memory forces the batch to split."""
     if cfg.batch_size % world_size:
@@ -240,6 +114,7 @@ def grad_accum_steps(cfg, world_size: int) -> int:
 
 
 # ---------------------------------------------------------------- the run
+
 
 def train_run(run: RunConfig, progress: bool = True, move_aside: bool = False, allow_slow: bool | None = None,
               skip_done: bool = False) -> dict | None:
@@ -259,12 +134,7 @@ def train_run(run: RunConfig, progress: bool = True, move_aside: bool = False, a
     device = pick_device(run.train.device)
     check_cpu_reach([run], device, allow_slow)
     run_dir = run.run_dir
-    if world > 1:
-        if device.type == "cuda":
-            device = torch.device("cuda", local_rank)
-            torch.cuda.set_device(device)
-        if not dist.is_initialized():
-            dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    device = join_process_group(device, local_rank, world)
     # folders this call creates: a bad input found while starting (data that cannot be read) leaves none behind
     created = [d for d in (run_dir, *list(run_dir.parents)[:3]) if not d.exists()]  # up to the out root
     lock = run_lock(run_dir) if rank == 0 else contextlib.nullcontext()
@@ -281,126 +151,6 @@ def train_run(run: RunConfig, progress: bool = True, move_aside: bool = False, a
                 for folder in created:  # innermost first; each is empty once the one inside it is gone
                     folder.rmdir()
         raise
-
-
-def claimed(run: RunConfig, move_aside: bool = False) -> tuple[RunConfig, dict | None]:
-    """What the run's folder holds, checked against ``run``: (the run with 'auto' settled, its result if done).
-
-    Raises RunConflict when the folder holds a finished run or a checkpoint made with other settings, and
-    StateError when one of its files cannot be read; with ``move_aside`` the folder is moved aside instead.
-    """
-    run_dir = run.run_dir
-    try:
-        result, header = read_result(run_dir), read_config(run_dir)
-        if result is not None and header is None:
-            raise StateError(f"{run_dir / 'config.json'} is missing beside a result, so what the run was cannot be "
-                             f"checked; restore it, or {MOVE_ASIDE}")
-        # the checkpoint is opened (memory-mapped: cheap at any size) so a damaged one is named before training
-        ckpt = read_checkpoint(run_dir / CKPT_FILE, mmap=True) if result is None else None
-    except StateError:
-        if not move_aside:
-            raise
-        move_folder_aside(run_dir, "unreadable")
-        return run, None
-    if result is None and ckpt is None:
-        return run, None  # nothing trained is kept: whatever the folder holds is started afresh
-    recorded = recorded_identity(header) if header is not None else ckpt.get("identity")
-    if recorded is None:
-        return run, None  # a checkpoint from before fingerprints, without its config.json: nothing to compare
-    settled = as_recorded(run, recorded, to_train=result is None)
-    asked = asked_identity(settled)
-    if asked == recorded:
-        return settled, result
-    if move_aside:
-        move_folder_aside(run_dir, fingerprint(recorded))
-        return run, None
-    what = f"a {result['status']} run" if result is not None else "a run in progress"
-    raise RunConflict(f"{run_dir} holds {what} with other settings ({differences(recorded, asked)}); train this "
-                      f"one under another --out, or {MOVE_ASIDE}")
-
-
-def _device_type(name: str) -> str:
-    if name == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return name.split(":")[0]
-
-
-def asked_identity(run: RunConfig) -> dict:
-    device_type = _device_type(run.train.device)
-    return run_identity(run, device_type, resolve_precision(run.train.precision, torch.device(device_type)))
-
-
-def as_recorded(run: RunConfig, recorded: dict, to_train: bool) -> RunConfig:
-    """``run`` with 'auto' device and precision read as the folder's run had them.
-
-    'auto' leaves the choice to rrlib, so a finished run asked again with 'auto' is the same run whatever device
-    it trained on, and a resumed one goes on as it began, where that device type is here.
-    """
-    tc, there = run.train, recorded["run"]
-    device = tc.device
-    if device == "auto" and (not to_train or there["device_type"] == "cpu" or torch.cuda.is_available()):
-        device = there["device_type"]
-    precision = tc.precision
-    if precision == "auto" and _device_type(device) == there["device_type"]:
-        precision = there["precision"]
-    return dataclasses.replace(run, train=dataclasses.replace(tc, device=device, precision=precision))
-
-
-def move_folder_aside(run_dir: Path, tag: str) -> Path:
-    """Rename the run folder to ``moved-seed<k>-<tag>`` beside it: kept, and out of every ``seed*`` glob."""
-    with run_lock(run_dir):
-        target, n = run_dir.with_name(f"moved-{run_dir.name}-{tag}"), 1
-        while target.exists():
-            n += 1
-            target = run_dir.with_name(f"moved-{run_dir.name}-{tag}-{n}")
-        os.rename(run_dir, target)
-    print(f"[rrlib] moved {run_dir} aside to {target.name}", file=sys.stderr, flush=True)
-    return target
-
-
-# Beyond this many hours at the CPU's full matmul speed, a run is not a CPU's job (a paper size is days).
-CPU_REACH_HOURS = 12
-
-
-@functools.cache
-def cpu_matmul_flops() -> float:
-    """Measured fp32 matmul FLOP/s of this CPU at its current threads: faster than training ever runs on it."""
-    n, reps = 512, 4
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    a @ b
-    best = math.inf
-    for _ in range(3):
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            a @ b
-        best = min(best, time.perf_counter() - t0)
-    return 2 * n ** 3 * reps / best
-
-
-def training_flops(run: RunConfig) -> float:
-    """FLOPs of the run's training steps, counted from the model's structure (built on the meta device)."""
-    with torch.device("meta"):
-        model = GPT(run.model)
-    return model.flops_per_token() * run.train.steps * run.train.batch_size * run.model.seq_len
-
-
-def check_cpu_reach(runs: list[RunConfig], device: torch.device, allow_slow: bool | None = None) -> None:
-    """Stop, with the estimate, before training ``runs`` on a CPU when they would take far beyond its reach."""
-    if allow_slow is None:
-        allow_slow = os.environ.get("RRLIB_ALLOW_SLOW") == "1"
-    if device.type != "cpu" or allow_slow or not runs:
-        return
-    flops = sum(training_flops(r) for r in runs)
-    if flops < 1e14:  # under 12 hours even at 2.3 GFLOP/s: no need to measure
-        return
-    rate = cpu_matmul_flops()
-    hours = flops / rate / 3600
-    if hours > CPU_REACH_HOURS:
-        r = runs[0]
-        what = f"{r.size}/{r.variant}/seed{r.seed}" if len(runs) == 1 else f"these {len(runs)} {r.size} runs"
-        raise ConfigError(f"{what} would take at least {hours:,.0f} hours on this CPU ({flops:.1e} training FLOPs "
-                          f"at its full matmul speed, {rate / 1e9:.0f} GFLOP/s measured); run on a GPU, or pass "
-                          f"--allow-slow (RRLIB_ALLOW_SLOW=1 outside the command line) to start anyway")
 
 
 def _train(run, run_dir, device, rank, world, accum, stop, progress) -> dict:
@@ -432,9 +182,9 @@ def _train(run, run_dir, device, rank, world, accum, stop, progress) -> dict:
 
     header = {
         "config": run.to_dict(), "git_commit": git_commit(), "rrlib_version": __version__,
-        "torch_version": torch.__version__, "python": platform.python_version(), "device": _device_name(device),
+        "torch_version": torch.__version__, "python": platform.python_version(), "device": device_name(device),
         "precision": precision, "compile": tc.compile, "world_size": world, "grad_accum_steps": accum,
-        "attention": _attention_backend(device), "data_source": data.source, "command": _command_line(),
+        "attention": attention_backend(device), "data_source": data.source, "command": command_line(),
         "device_type": device.type, "fingerprint": fingerprint(identity),
     }
     if rank == 0:
@@ -583,13 +333,6 @@ def _finish(run, run_dir, model, header, status, step, minutes_before, clock, st
     return result
 
 
-def _command_line() -> str:
-    """How this process was started, without the machine's paths (a result file travels between machines)."""
-    if sys.argv[0].endswith("__main__.py"):
-        return " ".join(["python -m rrlib", *sys.argv[1:]])
-    return f"{Path(sys.argv[0]).name} (through the Python API)"  # e.g. a notebook kernel: its arguments are not ours
-
-
 def _log(fh, record: dict) -> None:
     if fh is not None:
         fh.write(json.dumps(record) + "\n")
@@ -613,16 +356,3 @@ def _peak_memory_mb(device: torch.device) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
 
 
-def _device_name(device: torch.device) -> str:
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    return f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
-
-
-def _attention_backend(device: torch.device) -> str:
-    if device.type != "cuda":
-        return "sdpa (cpu)"
-    b = torch.backends.cuda
-    enabled = [n for n, on in (("flash", b.flash_sdp_enabled()), ("mem_efficient", b.mem_efficient_sdp_enabled()),
-                               ("math", b.math_sdp_enabled())) if on]
-    return "sdpa (" + ", ".join(enabled) + ")"

@@ -56,8 +56,11 @@ from ..runs.evaluate import evaluate
 from .memory import peak_tensor_bytes
 from ..model import GPT
 from ..rules import rule_class
-from ..runs.train import (PROJECT_ROOT, _device_name, autocast_factory, git_commit, lr_at, make_optimizer, optimizer_step,
-                    pick_device, project_path, resolve_precision, write_json_atomic)
+from ..runs.checkpoints import write_json_atomic
+from ..runs.config import PROJECT_ROOT, project_path
+from ..runs.device import autocast_factory, pick_device, resolve_precision
+from ..runs.optim import lr_at, make_optimizer, optimizer_step
+from ..runs.provenance import device_name, git_commit
 
 SHARED = PROJECT_ROOT.parent / "shared"
 PAPER_CSV = SHARED / "reference" / "scaling_v8.csv"
@@ -118,9 +121,9 @@ def resolve_peak(device: torch.device, precision: str, measure: bool) -> tuple[f
         return None, f"none: MFU is reported on CUDA only (this is {device.type})"
     if measure:
         return measure_peak(device, precision)
-    found = table_peak(_device_name(device), precision)
+    found = table_peak(device_name(device), precision)
     if found is None:
-        return None, f"none: no {precision} peak for {_device_name(device)!r} in the table; pass --measure-peak"
+        return None, f"none: no {precision} peak for {device_name(device)!r} in the table; pass --measure-peak"
     return found
 
 
@@ -519,7 +522,7 @@ def main(argv=None) -> int:
         "command": "python -m rrlib bench " + " ".join(argv),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "git_commit": git_commit(),
         "rrlib_version": __version__, "torch_version": torch.__version__, "python": platform.python_version(),
-        "device": _device_name(device), "precision": precision,
+        "device": device_name(device), "precision": precision,
         "compile": "eager and compiled" if args.compile_ratio else args.compile, "steps": args.steps,
         "warmup": args.warmup, "repeats": args.repeats, "peak_flops": peak_flops, "peak_flops_source": peak_source,
         "step_clock": ("CUDA events" if device.type == "cuda" else

@@ -1,0 +1,56 @@
+"""What produced a run, as its files record it: the code's commit (marked when tracked code had changed), the
+command that started it, its device and attention kernel; never a path of the machine it ran on."""
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+from .config import PROJECT_ROOT
+
+
+# What runs write, not code: a sweep rewrites its committed results.csv, a report its pages. A change there must
+# not mark the runs that follow as made by uncommitted code (it did: every run after a sweep's table was "+dirty").
+WRITTEN_BY_RUNS = ("outputs", "paper")
+
+
+def git_commit() -> str:
+    """HEAD of the project's checkout (+dirty if tracked code or settings changed), or $RRLIB_GIT_COMMIT for a
+    copy made without .git."""
+    if os.environ.get("RRLIB_GIT_COMMIT"):
+        return os.environ["RRLIB_GIT_COMMIT"]
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                             timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                                *(f":(exclude){folder}" for folder in WRITTEN_BY_RUNS)], cwd=PROJECT_ROOT,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return out.stdout.strip() + ("+dirty" if dirty else "") if out.returncode == 0 else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def command_line() -> str:
+    """How this process was started, without the machine's paths (a result file travels between machines)."""
+    if sys.argv[0].endswith("__main__.py"):
+        return " ".join(["python -m rrlib", *sys.argv[1:]])
+    return f"{Path(sys.argv[0]).name} (through the Python API)"  # e.g. a notebook kernel: its arguments are not ours
+
+
+def device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
+
+
+def attention_backend(device: torch.device) -> str:
+    if device.type != "cuda":
+        return "sdpa (cpu)"
+    b = torch.backends.cuda
+    enabled = [n for n, on in (("flash", b.flash_sdp_enabled()), ("mem_efficient", b.mem_efficient_sdp_enabled()),
+                               ("math", b.math_sdp_enabled())) if on]
+    return "sdpa (" + ", ".join(enabled) + ")"
