@@ -57,7 +57,7 @@ import seaborn as sns
 import torch
 
 from rrlib.report import gates, loading, plots, tables
-from rrlib.runs.config import resolve_run
+from rrlib.runs.presets import resolve_run
 from rrlib.model import GPT
 from rrlib.rules.protocol import RULES
 

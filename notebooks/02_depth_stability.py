@@ -57,7 +57,7 @@ import seaborn as sns
 import torch
 
 from rrlib.report import gates, loading, plots, tables
-from rrlib.runs.config import available_sizes, load_preset, resolve_run
+from rrlib.runs.presets import available_sizes, load_preset, resolve_run
 from rrlib.model import GPT
 
 plots.use_style()

@@ -56,7 +56,8 @@ import pandas as pd
 import seaborn as sns
 
 from rrlib.report import loading, plots, stats, tables
-from rrlib.runs.config import count_params, load_preset, resolve_run
+from rrlib.model import count_params
+from rrlib.runs.presets import load_preset, resolve_run
 
 plots.use_style()
 preset = load_preset(size)

@@ -61,7 +61,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from rrlib.report import loading, plots, stats, tables
-from rrlib.runs.config import ModelConfig, TrainConfig
+from rrlib.model import ModelConfig
+from rrlib.runs.config import TrainConfig
 from rrlib.runs.sweep import results_table
 from rrlib.runs.train import project_path
 

@@ -79,7 +79,7 @@ import pandas as pd
 import seaborn as sns
 
 from rrlib.report import loading, plots, stats, tables
-from rrlib.runs.config import load_preset, resolve_run
+from rrlib.runs.presets import load_preset, resolve_run
 from rrlib.runs.data import unigram_entropy
 from rrlib.model import GPT
 from rrlib.rules.protocol import RULES

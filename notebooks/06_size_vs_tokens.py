@@ -62,7 +62,7 @@ import pandas as pd
 from IPython.display import display
 
 from rrlib.report import plots, stats, tables
-from rrlib.runs.config import load_preset, resolve_run
+from rrlib.runs.presets import load_preset, resolve_run
 from rrlib.runs.sweep import results_table
 from rrlib.runs.train import load_run_data, project_path
 

@@ -107,7 +107,7 @@ class OneLineParser(argparse.ArgumentParser):
 def choices() -> tuple[str, str]:
     """The valid sizes and variants, as --help lists them."""
     from .rules import RULES
-    from .runs.config import available_sizes
+    from .runs.presets import available_sizes
 
     return ", ".join(available_sizes()), ", ".join(RULES)
 
@@ -165,7 +165,7 @@ def main(argv=None) -> int:
 
 def run_command(args) -> int:
     if args.command == "train":
-        from .runs.config import resolve_run
+        from .runs.presets import resolve_run
         from .runs.folders import RunBusy
         from .runs.train import train_run
 

@@ -7,7 +7,7 @@ import torch
 from rrlib.speed import bench
 from rrlib.__main__ import main as cli
 from rrlib.model import count_params
-from rrlib.runs.config import resolve_run
+from rrlib.runs.presets import resolve_run
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import pytest
 
 from rrlib import __main__ as cli
 from rrlib.report import build as report
-from rrlib.runs.config import available_sizes
+from rrlib.runs.presets import available_sizes
 from rrlib.rules import RULES
 
 

@@ -1,7 +1,8 @@
 """Presets, overrides and the one-sentence errors users see."""
 import pytest
 
-from rrlib.runs.config import ConfigError, available_sizes, load_preset, resolve_run
+from rrlib.runs.config import ConfigError
+from rrlib.runs.presets import available_sizes, load_preset, resolve_run
 
 
 def test_presets_exist():

@@ -8,7 +8,7 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from rrlib.runs.config import match_params, resolve_run
+from rrlib.runs.presets import match_params, resolve_run
 from rrlib.model import GPT, ModelConfig, count_params
 from rrlib.rules import RULES
 
@@ -153,7 +153,7 @@ def test_rejects_sequences_longer_than_context():
 
 
 def test_scaled_rules_own_the_depth_scaling_so_output_projections_do_not_shrink_with_n():
-    from rrlib.runs.config import load_preset
+    from rrlib.runs.presets import load_preset
 
     base = load_preset("looped8").model
     for variant, shrinks in (("scaled", False), ("scaled_loops", False), ("review", True), ("standard", True)):

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from rrlib.rules import native
-from rrlib.runs.config import resolve_run
+from rrlib.runs.presets import resolve_run
 from rrlib.rules.depth_mixing.streams import (RMS_EPS, inverse_rms, kernels_for, projected_rms, sinkhorn, stream_read,
                                 stream_write, stream_write_sum)
 from rrlib.rules.depth_mixing.gate_pool import gate_pool, pool

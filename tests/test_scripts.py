@@ -48,7 +48,7 @@ def test_default_grid_is_the_family_shards_and_the_notebooks_looped_sweep(tmp_pa
     params = notebook_parameters("05_related_methods")
     expected = [["-m", "rrlib", "sweep", "--size", params["size"], "--shard", f"{k}/2", "--device", "cpu"]
                 for k in range(2)]
-    from rrlib.runs.config import load_preset
+    from rrlib.runs.presets import load_preset
 
     seeds = params["loop_seeds"] or load_preset(f"{params['loop_size']}1").seeds
     for seed in seeds:
@@ -88,7 +88,7 @@ def test_study_runs_one_sweep_per_size_with_the_extra_arguments(tmp_path):
 
 
 def test_study_default_includes_the_size_by_tokens_grid_and_every_grid_size_exists(tmp_path):
-    from rrlib.runs.config import available_sizes
+    from rrlib.runs.presets import available_sizes
 
     grid = subprocess.run(["bash", str(STUDY), "--print-grid"], capture_output=True, text=True).stdout.split()
     assert grid and set(grid) <= set(available_sizes())

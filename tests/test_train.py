@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rrlib.runs.config import resolve_run
+from rrlib.runs.presets import resolve_run
 from rrlib.runs.sweep import grid, results_table, run_sweep
 from rrlib.runs.folders import RunBusy, run_lock
 from rrlib.runs.optim import lr_at

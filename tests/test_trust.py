@@ -11,7 +11,8 @@ import pytest
 import torch
 
 import rrlib.runs.train as train_module
-from rrlib.runs.config import ConfigError, available_sizes, load_preset, resolve_run
+from rrlib.runs.config import ConfigError
+from rrlib.runs.presets import available_sizes, load_preset, resolve_run
 from rrlib.runs.runfiles import RunConflict, StateError, fingerprint, run_identity
 from rrlib.runs.sweep import SweepIncomplete, run_sweep
 from rrlib.runs.device import check_cpu_reach

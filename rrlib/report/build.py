@@ -27,7 +27,8 @@ from pathlib import Path
 import yaml
 
 from ..model import count_params
-from ..runs.config import PROJECT_ROOT, ConfigError, load_preset, project_path
+from ..runs.config import PROJECT_ROOT, ConfigError, project_path
+from ..runs.presets import load_preset
 
 NOTEBOOK_DIR = PROJECT_ROOT / "notebooks"
 KERNEL = "python3"
@@ -82,7 +83,7 @@ def _size_sweep(values: dict) -> list[tuple]:
 
 
 def _depth_sweeps(values: dict) -> list[tuple]:
-    from ..runs.config import available_sizes
+    from ..runs.presets import available_sizes
 
     depths = values.get("depths") or [int(s[5:]) for s in available_sizes()
                                        if s.startswith("depth") and s[5:].isdigit()]
@@ -149,7 +150,7 @@ def parameter_values(notebook) -> dict:
 
 def missing_runs(nb: Notebook, values: dict, runs: Path) -> list:
     """The runs a page reads that its run folders do not hold finished (including ones they cannot answer for)."""
-    from ..runs.config import resolve_run
+    from ..runs.presets import resolve_run
     from ..runs.runfiles import RunConflict, StateError
     from ..runs.sweep import grid
     from ..runs.folders import claimed

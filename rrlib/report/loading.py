@@ -15,7 +15,8 @@ import pandas as pd
 import torch
 
 from ..runs.checkpoints import WEIGHTS_FILE, load_weights
-from ..runs.config import PARAMS_DIR, RunConfig, resolve_run, run_folder
+from ..runs.config import PARAMS_DIR, RunConfig, run_folder
+from ..runs.presets import resolve_run
 from ..runs.data import fixed_eval_windows
 from ..model import GPT
 from ..runs.sweep import run_sweep

@@ -17,13 +17,12 @@ from pathlib import Path
 import torch
 
 from ..model import count_params
-from .config import KEEP_WEIGHTS, load_preset, resolve_run
+from .config import KEEP_WEIGHTS
+from .presets import load_preset, resolve_run
 
 CKPT_FILE = "ckpt.pt"
 WEIGHTS_FILE = "weights.pt"
 WEIGHT_DTYPES = dict(zip(KEEP_WEIGHTS, (None, torch.bfloat16, torch.float32)))  # "none", "bf16", "fp32"
-
-
 # Bytes per parameter: fp32 weights + AdamW's exp_avg and exp_avg_sq (fp32); the step counters are scalars.
 CKPT_BYTES_PER_PARAM = 4 + 4 + 4
 

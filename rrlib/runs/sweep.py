@@ -12,7 +12,8 @@ import sys
 
 import pandas as pd
 
-from .config import ConfigError, load_preset, project_path, resolve_run
+from .config import ConfigError, project_path
+from .presets import load_preset, resolve_run
 from ..rules import rule_class
 from .runfiles import RunConflict, StateError, read_result
 from .device import check_cpu_reach, pick_device

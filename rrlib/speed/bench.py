@@ -50,7 +50,8 @@ import torch
 from torch.nn.attention import SDPBackend
 
 from .. import __version__
-from ..runs.config import ConfigError, RunConfig, resolve_run
+from ..runs.config import ConfigError, RunConfig
+from ..runs.presets import resolve_run
 from ..runs.data import TOKENIZERS, get_tokenizer, iter_stories, load_token_data
 from ..runs.evaluate import evaluate
 from .memory import peak_tensor_bytes

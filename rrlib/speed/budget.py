@@ -22,7 +22,8 @@ import pandas as pd
 import torch
 
 from .bench import PAPER_SIZES, PAPER_VARIANTS, table_peak
-from ..runs.config import ConfigError, load_preset, project_path, resolve_run
+from ..runs.config import ConfigError, project_path
+from ..runs.presets import load_preset, resolve_run
 from ..model import GPT
 
 PAPER_CSV = "../shared/reference/scaling_v8.csv"
