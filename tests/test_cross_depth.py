@@ -7,8 +7,8 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from rrlib.rules.cross_depth import mgr_carry_bias
-from rrlib.rules.depth_mixing.streams import projected_rms, sinkhorn
+from rrlib.rules.multi_stream import mgr_carry_bias
+from rrlib.rules.depth_mixing.norms import projected_rms, sinkhorn
 from rrlib.rules.depth_mixing.hyper_weights import mhc_weights_plain
 from rrlib.model import GPT, ModelConfig, count_params
 from rrlib.rules import RULES, ConfigError, StreamShape, build_rule

@@ -9,7 +9,7 @@ gradients and keep less for the backward pass.
 import pytest
 import torch
 
-from rrlib.rules.depth_mixing.streams import SINKHORN_ITERS
+from rrlib.rules.depth_mixing.norms import SINKHORN_ITERS
 from rrlib.rules.protocol import rms
 
 from test_cross_depth import gpt, perturb
@@ -195,7 +195,8 @@ def _grads(fn, inputs, grad_out):
 
 @pytest.mark.parametrize("shape", [(3, 5, 8), (2, 4, 3, 7)])
 def test_inverse_rms_backward_is_autograds(shape):
-    from rrlib.rules.depth_mixing.streams import RMS_EPS, inverse_rms
+    from rrlib.rules.depth_mixing.norms import inverse_rms
+    from rrlib.rules.protocol import RMS_EPS
     x = torch.randn(shape, dtype=torch.float64) * 3
     plain = lambda x: torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + RMS_EPS)  # noqa: E731
     grad = torch.randn(*shape[:-1], 1, dtype=torch.float64)
@@ -205,7 +206,7 @@ def test_inverse_rms_backward_is_autograds(shape):
 
 
 def test_sinkhorn_iterations_backward_is_autograds():
-    from rrlib.rules.depth_mixing.streams import _Normalise
+    from rrlib.rules.depth_mixing.norms import _Normalise
 
     def plain(m):
         for _ in range(SINKHORN_ITERS):

@@ -5,6 +5,11 @@ Importing this package fills the registry: it imports every module that defines 
 every rule (to build one by name, to list them) imports ``rrlib.rules``; a module that defines rules imports
 ``rrlib.rules.protocol`` and never this package.
 """
-from . import cross_depth  # noqa: F401  (registers the cross-depth rules)
-from .protocol import (HIGHWAY_GATE_INITS, INIT_STD, RULES, ConfigError, ResidualRule, StreamShape, build_rule,
-                       register, rule_class)
+# in this order, the order ``RULES`` lists them in (--help, the tests, the report's tables)
+from . import per_sublayer  # noqa: F401
+from . import attention_residuals, multi_stream  # noqa: F401
+from .per_sublayer import HIGHWAY_GATE_INITS
+from .protocol import INIT_STD, RULES, ConfigError, ResidualRule, StreamShape, build_rule, register, rule_class
+
+__all__ = ["HIGHWAY_GATE_INITS", "INIT_STD", "RULES", "ConfigError", "ResidualRule", "StreamShape", "build_rule",
+           "register", "rule_class"]

@@ -12,21 +12,20 @@ Every rule speaks one protocol, so the model never branches on a rule's name::
 ``i`` is the step index over the whole (possibly looped) depth; a rule that owns per-sublayer parameters
 uses ``shape.unique(i)`` so a model looped N times has the parameters of its L unique layers only.
 
-Adding a rule is one class and one ``@register("name")`` line. Its docstring shows the formula.
+Adding a rule is one class and one ``@register("name")`` line. Its docstring shows the formula. The rules
+themselves live beside this module (rrlib.rules.per_sublayer, rrlib.rules.attention_residuals,
+rrlib.rules.multi_stream); importing ``rrlib.rules`` registers them all.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .depth_mixing.streams import RMS_EPS  # one eps for every RMS norm
-
 INIT_STD = 0.02  # GPT-2's (and the paper's code's) init of every linear layer
-HIGHWAY_GATE_INITS = ("gpt2", "zero")
+RMS_EPS = 1e-5  # the eps of every RMS norm of the residual rules
 
 
 class ConfigError(ValueError):
@@ -134,216 +133,3 @@ def build_rule(variant: str, shape: StreamShape, **options) -> ResidualRule:
         return cls(shape, **options)
     except TypeError as err:
         raise ConfigError(f"bad options {options} for variant {variant!r}: {err}") from None
-
-
-@register("standard")
-class Standard(ResidualRule):
-    r"""The pre-norm residual: every proposal is committed blindly.
-
-        h ──────────────(+)── h'        h' = h + u
-          └─ norm ─ f ─ u ─┘
-    """
-
-    def commit(self, h, u):
-        return h + u
-
-
-class _ReviewGate(ResidualRule):
-    r"""The Review gate, shared by the additive and the convex form.
-
-        r = σ(W_r [rms(h); rms(u)] + b_r),   W_r ∈ R^{d×2d}, b_r ∈ R^d, both zero at init (r = 0.5)
-
-    One gate per unique sublayer, per channel and per token. ``W_r`` is applied as written, to the (B, T, 2d)
-    concatenation: one matmul, and a weight gradient in one piece. Two products on its column halves save the
-    concatenation but cost a second matmul, their sum and a weight gradient assembled from two slices; at the
-    ``mini`` size on CPU they left Review's training step 3.6 % (1 thread) and 7.6 % (2 threads) slower than
-    the parameter-matched standard's, against 1.3 % and 5.7 % with the concatenation (medians of interleaved
-    ``python -m rrlib bench`` runs).
-    """
-
-    def __init__(self, shape: StreamShape):
-        super().__init__(shape)
-        d = shape.d_model
-        self.gates = nn.ModuleList(nn.Linear(2 * d, d) for _ in range(shape.n_unique))
-
-    def reset_parameters(self):
-        for gate in self.gates:
-            nn.init.zeros_(gate.weight)
-            nn.init.zeros_(gate.bias)
-
-    def step_params(self, i):
-        return (self.gates[self.shape.unique(i)],)
-
-    def gate(self, h, i, u):
-        return self.review(*self.step_params(i), h, u)
-
-    @staticmethod
-    def review(gate: nn.Linear, h, u):
-        return torch.sigmoid(gate(torch.cat([rms(h), rms(u)], dim=-1)))
-
-
-@register("review")
-class Review(_ReviewGate):
-    r"""Review residual, additive form (the paper's method): the update is reviewed, the identity path kept.
-
-        h ───────────────────────(+)── h'       h' = h + r ⊙ u
-          ├─ norm ─ f ─ u ──(⊙)──┘              r  = σ(W_r [rms(h); rms(u)] + b_r)
-          └──────── gate(h, u) ─ r
-
-    At init r = 0.5, so the block computes h + u/2.
-    """
-
-    def commit(self, h, u, gate):
-        return h + self.review(gate, h, u) * u
-
-
-@register("review_convex")
-class ReviewConvex(_ReviewGate):
-    r"""Review residual, convex form: h' = (1 − r) ⊙ h + r ⊙ u, same gate as ``review``.
-
-    No identity path: at r = 0.5 the embedding's contribution halves at every sublayer, which per the paper
-    stops training beyond about 20 blocks.
-    """
-
-    def commit(self, h, u, gate):
-        r = self.review(gate, h, u)
-        return h + r * (u - h)
-
-
-@register("highway")
-class Highway(ResidualRule):
-    r"""The paper's Highway baseline: an additive gate that sees only the raw state.
-
-        h' = h + σ(W_g h + b) ⊙ u,    W_g ∈ R^{d×d}, b ∈ R^d
-
-    Init (``shape.highway_gate_init``): "gpt2" is the paper's code, where every ``nn.Linear`` gets N(0, 0.02)
-    with bias 0 and only the Review gate is zeroed afterwards, so g starts near, not at, 0.5; "zero" zeroes
-    W_g and b (g = 0.5 exactly, the same start as Review's r), rrlib's CPU studies' choice.
-    """
-
-    def __init__(self, shape: StreamShape):
-        super().__init__(shape)
-        if shape.highway_gate_init not in HIGHWAY_GATE_INITS:
-            raise ConfigError(f"unknown highway_gate_init {shape.highway_gate_init!r}; valid choices: "
-                              f"{', '.join(HIGHWAY_GATE_INITS)}")
-        self.gates = nn.ModuleList(nn.Linear(shape.d_model, shape.d_model) for _ in range(shape.n_unique))
-
-    def reset_parameters(self):
-        for gate in self.gates:
-            if self.shape.highway_gate_init == "gpt2":
-                nn.init.normal_(gate.weight, 0.0, INIT_STD)
-            else:
-                nn.init.zeros_(gate.weight)
-            nn.init.zeros_(gate.bias)
-
-    def step_params(self, i):
-        return (self.gates[self.shape.unique(i)],)
-
-    def commit(self, h, u, gate):
-        return h + torch.sigmoid(gate(h)) * u
-
-
-@register("highway_convex")
-class HighwayConvex(Highway):
-    r"""Classic Highway layer (Srivastava et al., 2015): h' = (1 − g) ⊙ h + g ⊙ u,  g = σ(W_g h + b).
-
-    ``carry_bias`` initialises b; Srivastava et al. use a negative value so layers start by carrying h.
-    The default 0 gives g = 0.5 at init, the same starting point as ``review_convex``.
-    """
-
-    def __init__(self, shape: StreamShape, carry_bias: float = 0.0):
-        super().__init__(shape)
-        self.carry_bias = carry_bias
-
-    def reset_parameters(self):
-        super().reset_parameters()
-        for gate in self.gates:
-            nn.init.constant_(gate.bias, self.carry_bias)
-
-    def commit(self, h, u, gate):
-        g = torch.sigmoid(gate(h))
-        return h + g * (u - h)
-
-
-@register("rezero")
-class ReZero(ResidualRule):
-    r"""ReZero (Bachlechner et al., 2020): h' = h + α·u, one scalar α per sublayer, α = 0 at init.
-
-    The paper drops the pre-norm too; here the sublayer keeps its norm so only the residual rule differs.
-    """
-
-    def __init__(self, shape: StreamShape):
-        super().__init__(shape)
-        self.alpha = nn.Parameter(torch.zeros(shape.n_unique))
-
-    def reset_parameters(self):
-        nn.init.zeros_(self.alpha)
-
-    def step_params(self, i):
-        return (self.alpha[self.shape.unique(i)],)
-
-    def commit(self, h, u, alpha):
-        return h + alpha * u
-
-
-@register("layerscale")
-class LayerScale(ResidualRule):
-    r"""LayerScale (Touvron et al., 2021, CaiT): h' = h + diag(λ)·u, one λ ∈ R^d per sublayer.
-
-    λ starts at ``init``; by default CaiT's depth rule: 0.1 up to 18 blocks, 1e-5 up to 24, 1e-6 beyond.
-    """
-
-    def __init__(self, shape: StreamShape, init: float | None = None):
-        super().__init__(shape)
-        depth = shape.n_layers * shape.n_loops
-        self.init = init if init is not None else (0.1 if depth <= 18 else 1e-5 if depth <= 24 else 1e-6)
-        self.scale = nn.Parameter(torch.empty(shape.n_unique, shape.d_model))
-        self.reset_parameters()
-
-    def reset_parameters(self):
-        nn.init.constant_(self.scale, self.init)
-
-    def step_params(self, i):
-        return (self.scale[self.shape.unique(i)],)
-
-    def commit(self, h, u, scale):
-        return h + scale * u
-
-
-@register("scaled")
-class Scaled(ResidualRule):
-    r"""Fixed residual scaling for looped models (Wang et al., 2026, arXiv 2606.18524): h' = h + ε·u.
-
-        ε = λ · N^(−p) · (L / 12)^(−1/2)     L unique blocks, looped N times
-        p = 1    (``scaling="depth"``, the paper's factored λ/(N·√m_L), m_L = L/12)
-        p = 1/2  (``scaling="loops"``, the 1/√N rule the paper tests it against, with the same depth factor)
-
-    As in the paper: ε multiplies each sublayer's update (attention and MLP alike; the factor 2 of two
-    branches per block is absorbed into λ), L counts blocks relative to its reference depth of 12, λ = 1 is
-    not tuned, and ε *owns* the depth scaling, so the output projections start at N(0, 0.02) like every other
-    weight instead of also shrinking by 1/√(2·L·N) (``owns_depth_scaling``). Not followed: the paper's
-    per-group learning rates (the looped stack at η·m_L^(−1/2)); at a fixed L that is one constant factor for
-    every N, so it moves the whole learning-rate curve but not whether its optimum moves with N.
-    """
-
-    owns_depth_scaling = True
-    REFERENCE_DEPTH = 12
-    LOOP_EXPONENT = {"depth": 1.0, "loops": 0.5}
-
-    def __init__(self, shape: StreamShape, lam: float = 1.0, scaling: str = "depth"):
-        super().__init__(shape)
-        if scaling not in self.LOOP_EXPONENT:
-            raise ConfigError(f"unknown scaling {scaling!r}; valid choices: {', '.join(self.LOOP_EXPONENT)}")
-        depth_factor = math.sqrt(shape.n_layers / self.REFERENCE_DEPTH)
-        self.eps = lam / (shape.n_loops ** self.LOOP_EXPONENT[scaling] * depth_factor)
-
-    def commit(self, h, u):
-        return h + self.eps * u
-
-
-@register("scaled_loops")
-class ScaledLoops(Scaled):
-    r"""h' = h + λ/(√N·√(L/12))·u: the 1/√N loop scaling that ``scaled``'s 1/N is tested against."""
-
-    def __init__(self, shape: StreamShape, lam: float = 1.0):
-        super().__init__(shape, lam=lam, scaling="loops")

@@ -6,7 +6,7 @@ r"""MGR's step: the gates of its k streams and the attention pool over them, one
 As PyTorch operations a gated step is a dozen operations on (k, B, T, d) tensors and the new streams have five
 consumers (the pool's scores, its weighted sum, their norm, the next gates, the next lerp), each adding a
 stream-sized gradient in the backward pass; at the ``family`` size on a CPU MGR's step cost 1.3–1.4× its FLOP
-share. On the CPU in fp32 or fp64 an rrlib.native kernel does each token's gates, norms and pool in one pass and
+share. On the CPU in fp32 or fp64 an rrlib.rules.native kernel does each token's gates, norms and pool in one pass and
 its gradient in another (``_GatePool``, ``_Pool``); elsewhere the same formulas run as PyTorch operations
 (``gate_pool_plain``, ``pool_plain``), and tests/test_native.py compares the two.
 """
@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import torch
 
-from .streams import RMS_EPS, inverse_rms, kernels_for, stream_read
+from ..protocol import RMS_EPS
+from .dispatch import kernels_for
+from .norms import inverse_rms
+from .streams import stream_read
 
 
 def gate_pool(s, inv, u, gate_query, gate_bias, pool_query, scale: float):

@@ -7,7 +7,7 @@ gradient in the backward pass. At the ``family`` size on a CPU (one thread) the 
 47 ms HC's step spent over the standard residual's, and 24 of mHC's 41 (measured by replacing them with
 constants). On the CPU in fp32 (and fp64) the step is one autograd node (``_ReadAndWeigh`` for the first,
 ``_WriteAndWeigh`` with the previous step's write for the others): ATen's matrix product for the projection,
-rrlib.native's kernels for the write, the norm, the weights (``_HC``, ``_MHC``) and the read; elsewhere (CUDA,
+rrlib.rules.native's kernels for the write, the norm, the weights (``_HC``, ``_MHC``) and the read; elsewhere (CUDA,
 bf16 streams, no kernels built, ``RRLIB_NATIVE=0``) the same formulas run as PyTorch operations
 (``hc_weights_plain``, ``mhc_weights_plain``), and tests/test_native.py compares the two.
 """
@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import torch
 
-from .streams import (SINKHORN_ITERS, kernels_for, project_rows, projected_rms, projection_grads, sinkhorn,
-                           stream_read, stream_write)
+from .dispatch import kernels_for
+from .norms import SINKHORN_ITERS, project_rows, projected_rms, projection_grads, sinkhorn
+from .streams import stream_read, stream_write
 
 
 def spread(values: torch.Tensor, counts: list[int]) -> torch.Tensor:
@@ -157,9 +158,9 @@ class _WriteAndWeigh(torch.autograd.Function):
     x' has one consumer less (the next such node, where the write and the step node made two), so autograd no
     longer sums two stream-sized gradients for it: the kind's backward kernel starts ∂x' from the next node's
     gradient (HC; mHC adds it in place), and the write's backward runs on the result. The nodes call the
-    kernels' operators directly (their FLOP formulas are registered with them, rrlib.native): through
-    rrlib.depth_mixing's custom operators, each call cost about 0.1 ms of Python (HC's step at the ``family`` size,
-    one thread: 30.0 against 34.7 ms over standard's, median of 20 paired rounds).
+    kernels' operators directly (their FLOP formulas are registered with them, rrlib.rules.native): through
+    rrlib.rules.depth_mixing.streams' custom operators, each call cost about 0.1 ms of Python (HC's step at the
+    ``family`` size, one thread: 30.0 against 34.7 ms over standard's, median of 20 paired rounds).
     """
 
     @staticmethod

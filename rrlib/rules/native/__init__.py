@@ -2,11 +2,11 @@
 system's C++ compiler and registered as operators (``torch.ops.rrlib_native``).
 
 ``kernels()`` returns those operators, or None where they cannot be built (no compiler or ninja) or
-``RRLIB_NATIVE=0`` is set; the callers (rrlib.depth_mixing, rrlib.hyper_weights, rrlib.gate_pool) then run the
-same formulas as PyTorch operations, so a rule computes the same numbers either way, to rounding
-(tests/test_native.py compares the two). They run on CPU tensors only; CUDA always takes the PyTorch path. The
-build takes about 15 s once and is cached by PyTorch (``TORCH_EXTENSIONS_DIR``, by default under
-``~/.cache/torch_extensions``), keyed by the source and flags, so a changed kernel is rebuilt.
+``RRLIB_NATIVE=0`` is set; the callers (rrlib.rules.depth_mixing) then run the same formulas as PyTorch
+operations, so a rule computes the same numbers either way, to rounding (tests/test_native.py compares the two).
+They run on CPU tensors only; CUDA always takes the PyTorch path. The build takes about 15 s once and is cached
+by PyTorch (``TORCH_EXTENSIONS_DIR``, by default under ``~/.cache/torch_extensions``), keyed by the source and
+flags, so a changed kernel is rebuilt.
 """
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def _register_flop_formulas(ops) -> None:
         lambda grad_streams, *a, **k: 2 * contractions(3)(grad_streams))
 
     # HC's and mHC's read and write (N, n, d): n·d multiply-adds per token, the write's n² · d, as
-    # rrlib.depth_mixing's operators count them
+    # rrlib.rules.depth_mixing.streams' operators count them
     def read(weights_shape, streams_shape, *args, out_shape=None, **kwargs) -> int:
         return 2 * streams_shape[0] * streams_shape[1] * streams_shape[2]
 

@@ -426,8 +426,9 @@ at::Tensor sinkhorn_backward(at::Tensor grad, at::Tensor m0, int64_t iters) {
   return out;
 }
 
-// ---- the per-token weights of HC and mHC from their projections (the elementwise tails of rrlib.cross_depth's
-// coefficient functions: a few dozen small operations per sublayer as PyTorch, one loop here)
+// ---- the per-token weights of HC and mHC from their projections (the elementwise tails of the coefficient
+// functions in rrlib.rules.depth_mixing.hyper_weights: a few dozen small operations per sublayer as PyTorch, one
+// loop here)
 
 constexpr int64_t kTokensPerPartial = 256;  // tokens whose parameter gradients are summed into one partial sum
 
@@ -463,7 +464,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> hc_weights(at::Tensor th, at::Ten
   return {a, b, m};
 }
 
-// Their gradient, with the read's and the norm's, one token at a time (rrlib.hyper_weights' step node for HC):
+// Their gradient, with the read's and the norm's, one token at a time (for HC's step node in
+// rrlib.rules.depth_mixing.hyper_weights):
 //   ∂a_j = <∂h, x_j>;  ∂c from (∂a, ∂b, ∂M);  ∂P = ∂c · s · (1 − tanh²P),  ∂static = Σ_t ∂c,
 //   ∂s = Σ ∂c · tanh P over each scale's columns;  ∂q_j = ∂P_j r_j;
 //   ∂x_j = a_j ∂h + Σ_k ∂q_jk W_k − (r_j³/d)(Σ_k ∂P_jk q_jk) x_j,  ∂W_k = Σ_t Σ_j ∂q_jk x_j
@@ -855,7 +857,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tenso
 
 }  // namespace
 
-// Registered as operators (torch.ops.rrlib_native.*), so that the dispatcher sees them: rrlib.memory's tracker
+// Registered as operators (torch.ops.rrlib_native.*), so that the dispatcher sees them: rrlib.speed.memory's tracker
 // counts the tensors they return like any other operator's.
 TORCH_LIBRARY(rrlib_native, m) {
   m.def("stream_read(Tensor weights, Tensor streams) -> Tensor");

@@ -1,0 +1,211 @@
+r"""Attention Residuals and Delta Attention Residuals: each sublayer reads a softmax over depth of earlier outputs
+(or block sums, or block deltas), in place of the residual stream (AttnRes) or added to it (Delta AttnRes).
+What the cross-depth rules share is rrlib.rules.cross_depth's.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
+from .cross_depth import CrossDepthRule, positive_int
+from .depth_mixing.attention import depth_attention_macs, route, scored
+from .protocol import StreamShape, register
+
+
+class _Blocks(NamedTuple):
+    queries: torch.Tensor  # (n_steps + 1, d): each read's query, the head's last
+    done: list  # _Source: the embedding, then the sum of each completed block
+    open: torch.Tensor | None  # running sum of the current block; None before its first sublayer
+
+
+@register("attnres_block")
+class BlockAttnRes(CrossDepthRule):
+    r"""Block Attention Residuals (Kimi Team, arXiv:2603.15031): depth attention over block summaries.
+
+    The sublayers are cut into blocks of S (``block_size``); b_0 = x0 and b_n is the sum of the outputs of
+    block n. Sublayer i, the j-th of its block, reads the completed blocks and the open block's partial sum:
+
+        h_i = \sum_{v ∈ V_i} softmax_v(w_iᵀ rms(v)) · v,     V_i = [b_0, b_1, …, b_{n-1}] + [u_{i-j} + … + u_{i-1}]
+
+    The input *replaces* the residual stream. The head reads the same mix over every source with its own query
+    w_head. Every w ∈ R^d starts at zero, so each input starts as the mean of its sources (not their sum).
+
+        x0 ─┬──────────── b_0 ──┐
+            ├ f_0 ─ f_1 ─ b_1 ──┼── softmax_v(wᵀ rms(v)) · v ── sublayer i
+            └ f_2 …  (open) ────┘
+
+    Choices: the embedding is one source and is never added to a block sum; the partial sum joins only once its
+    block has an output (the first sublayer of a block reads completed blocks only: a zero source would still
+    take a share of the softmax); block boundaries run on the global step index, so a looped model keeps
+    cutting blocks across loops. ``block_size`` counts sublayers. The paper settles on about 8 blocks; our
+    8–24-layer models (16–48 sublayers) get 4–12 with S = 4, which also keeps blocks on transformer-block edges.
+    Unread in an unlooped model: ``queries[0]`` (the first sublayer has one source, which needs no score).
+    """
+
+    def __init__(self, shape: StreamShape, block_size: int = 4, recompute: bool = False):
+        super().__init__(shape, recompute)
+        self.block_size = positive_int("block_size", block_size)
+        self.queries = nn.Parameter(torch.empty(shape.n_unique, shape.d_model))
+        self.head_query = nn.Parameter(torch.empty(shape.d_model))
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        nn.init.zeros_(self.queries)
+        nn.init.zeros_(self.head_query)
+
+    def begin(self, x0):
+        # row i is read i's query, queries[unique(i)]: a looped model repeats its unique rows
+        queries = torch.cat([self.queries.repeat(self.shape.n_loops, 1), self.head_query[None]])
+        return _Blocks(queries, [self.mixing(scored, x0, queries, 1)], None)
+
+    def read(self, state, i):
+        return self.mixing(route, state.done, i, state.open, state.queries[i])
+
+    def write(self, state, i, u):
+        # block sums accumulate in the embedding's dtype (fp32 under autocast), as the standard h + u does
+        partial = u.to(state.done[0].value.dtype) if state.open is None else state.open + u
+        if (i + 1) % self.block_size:
+            return state._replace(open=partial)
+        return state._replace(done=state.done + [self.mixing(scored, partial, state.queries, i + 1)], open=None)
+
+    def end(self, state):
+        return self.read(state, self.shape.n_steps)
+
+    def n_sources(self, i: int) -> int:
+        """Sources read at step i (i = n_steps: the head)."""
+        return 1 + i // self.block_size + int(i % self.block_size > 0)
+
+    def step_macs(self, i):
+        return depth_attention_macs(self.n_sources(i), self.shape.d_model)
+
+
+@register("attnres")
+class AttnRes(BlockAttnRes):
+    r"""Attention Residuals (Kimi Team, arXiv:2603.15031): every sublayer attends over all earlier outputs.
+
+        h_i = \sum_{s=0}^{i} softmax_s(w_iᵀ rms(v_s)) · v_s,      v_0 = x0,  v_s = u_{s-1}
+        h_head = \sum_{s=0}^{2LN} softmax_s(w_headᵀ rms(v_s)) · v_s
+
+    One static pseudo-query w ∈ R^d per unique sublayer (zero at init: the mean of the sources) and one for the
+    head; the input replaces the residual stream. It is Block AttnRes with blocks of one sublayer, as in the
+    paper, so it shares that code; a looped model's later steps attend over every earlier step of every loop.
+    """
+
+    def __init__(self, shape: StreamShape, recompute: bool = False):
+        super().__init__(shape, block_size=1, recompute=recompute)
+
+
+class _Routed(NamedTuple):
+    h: torch.Tensor  # the ordinary additive stream
+    queries: torch.Tensor  # (n_steps, d): each read's query
+    sources: list  # _Source: the embedding, then every sublayer output (or block delta) that a later read sees
+    start: torch.Tensor | None = None  # Block Delta AttnRes: the stream at the start of the open block
+
+
+@register("delta_attnres")
+class DeltaAttnRes(CrossDepthRule):
+    r"""Delta Attention Residuals (Luo, Cai, Hu; arXiv:2605.18855): depth attention *added* to the stream.
+
+        h_{i+1} = h_i + u_i                                              (the standard residual, kept)
+        x_i     = h_i + g_i · \sum_{s=0}^{i} softmax_s(w_iᵀ rms(v_s)) · v_s,    v_0 = x0,  v_s = u_{s-1}
+
+    Sublayer i reads x_i; the head reads h. w_i starts at zero. Without the gate (g_i ≡ 1, the paper's default)
+    the routed term starts as the mean of the sources; ``identity_gate=True`` adds one scalar g_i per sublayer,
+    zero at init, so the model starts exactly as the standard residual (the reference code's
+    ``learnable_alpha`` gate).
+
+    Choice: the first sublayer is routed over its one source, x0, as the formula reads; the reference code
+    skips it. The difference only rescales the first input, (1 + g_0)·x0, which the sublayer's pre-norm removes
+    (up to its eps). The head does not route (the reference code routes the head only for replacement forms).
+    Unread in an unlooped model: ``queries[0]`` (one source needs no score).
+    """
+
+    def __init__(self, shape: StreamShape, identity_gate: bool = False, recompute: bool = False):
+        super().__init__(shape, recompute)
+        self.queries = nn.Parameter(torch.empty(shape.n_unique, shape.d_model))
+        self.gates = nn.Parameter(torch.empty(shape.n_unique)) if identity_gate else None
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        nn.init.zeros_(self.queries)
+        if self.gates is not None:
+            nn.init.zeros_(self.gates)
+
+    def begin(self, x0):
+        queries = self.queries.repeat(self.shape.n_loops, 1)
+        # x0 is scored for the reads that see a second source too: before them its weight is 1
+        first = next((i for i in range(self.shape.n_steps) if self.n_sources(i) > 1), self.shape.n_steps)
+        return _Routed(x0, queries, [self.mixing(scored, x0, queries, first)])
+
+    def read(self, state, i):
+        return self.mixing(self.routed_input, state, i)
+
+    def routed_input(self, state, i):
+        routed = route(state.sources, i)
+        return state.h + (routed if self.gates is None else self.gates[self.shape.unique(i)] * routed)
+
+    def write(self, state, i, u):
+        sources = state.sources
+        if i + 1 < self.shape.n_steps:  # the last output is read by the head only, which does not route
+            # kept in the stream's dtype (fp32 under autocast), as the sum with the stream would promote it
+            sources = sources + [self.mixing(scored, u.to(state.h.dtype), state.queries, i + 1)]
+        return state._replace(h=state.h + u, sources=sources)
+
+    def end(self, state):
+        return state.h
+
+    def step_macs(self, i):
+        return 0 if i == self.shape.n_steps else depth_attention_macs(self.n_sources(i), self.shape.d_model)
+
+    def n_sources(self, i: int) -> int:
+        """Sources read at step i."""
+        return i + 1
+
+
+@register("delta_attnres_block")
+class BlockDeltaAttnRes(DeltaAttnRes):
+    r"""Block Delta AttnRes (arXiv:2605.18855, the paper's recommended form): Delta AttnRes over block deltas.
+
+        h_{i+1} = h_i + u_i                                                   (the standard residual, kept)
+        x_i     = h_i + g_i · \sum_{k=0}^{⌊i/P⌋} softmax_k(w_iᵀ rms(δ_k)) · δ_k
+        δ_0 = h_0 = x0,    δ_k = h_{kP} − h_{(k−1)P}                          (P = ``block_size`` sublayers)
+
+    δ_k is what block k − 1 added to the stream, from its start state to the next block's start state. A
+    block's delta joins the sources when the block is complete, before the first sublayer of the next block
+    reads; the open block is not a source (its work so far is already in h_i). The head reads h. Queries and
+    the optional identity gate are Delta AttnRes's.
+
+    Choices, against the reference code (``modeling_qwen3_attnres.py``, mode ``delta_block``):
+
+    - Sources are differences of consecutive block-*start* states, as δ is defined. The code appends
+      ``partial_block - blocks[-1]``, and ``blocks[-1]`` is the previous *delta*, not the previous boundary
+      state, so from the third source on it routes alternating sums (h_{2P} − h_P + h_0, …).
+    - Boundaries are block starts: the code's ``is_block_boundary`` tests ``layer_idx % lpb == 0`` (the first
+      layer of a block, whose attention sublayer sees the new source), though its comment says "last in its
+      block"; we follow the test, which is what δ_k needs.
+    - P counts sublayers, as ``attnres_block``'s block_size does; an even P keeps blocks on transformer-block
+      edges, as the code's layers-per-block do. At P = 4 the 8-sublayer ``family`` model routes over x0 and
+      one delta; deeper models get more.
+
+    Unread in an unlooped model: ``queries[:P]`` (the first block's sublayers see x0 alone).
+    """
+
+    def __init__(self, shape: StreamShape, block_size: int = 4, identity_gate: bool = False,
+                 recompute: bool = False):
+        super().__init__(shape, identity_gate, recompute)
+        self.block_size = positive_int("block_size", block_size)
+
+    def begin(self, x0):
+        return super().begin(x0)._replace(start=x0)
+
+    def write(self, state, i, u):
+        h = state.h + u
+        if (i + 1) % self.block_size or i + 1 == self.shape.n_steps:  # inside a block, or the head's turn
+            return state._replace(h=h)
+        delta = self.mixing(scored, h - state.start, state.queries, i + 1)
+        return state._replace(h=h, sources=state.sources + [delta], start=h)
+
+    def n_sources(self, i):
+        return 1 + i // self.block_size
