@@ -6,7 +6,8 @@ import io
 import pytest
 
 from rrlib import __main__ as cli
-from rrlib.report import build as report
+from rrlib.report import build
+from rrlib.report.notebooks import NOTEBOOKS
 from rrlib.runs.presets import available_sizes
 from rrlib.rules import RULES
 
@@ -14,7 +15,7 @@ from rrlib.rules import RULES
 def help_text(argv) -> str:
     out = io.StringIO()
     with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
-        (report.main if argv[:1] == ["report"] else cli.main)(argv[1:] if argv[:1] == ["report"] else argv)
+        (build.main if argv[:1] == ["report"] else cli.main)(argv[1:] if argv[:1] == ["report"] else argv)
     return out.getvalue()
 
 
@@ -55,4 +56,4 @@ def test_training_help_lists_the_valid_choices(command):
 
 def test_report_help_lists_the_notebooks():
     text = " ".join(help_text(["report", "--help"]).split())
-    assert all(nb.name in text for nb in report.NOTEBOOKS)
+    assert all(nb.name in text for nb in NOTEBOOKS)

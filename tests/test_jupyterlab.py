@@ -71,13 +71,13 @@ def lab(tmp_path, shared):
     """A JupyterLab server over a folder holding notebook 01 (quick parameters), and a headless Chromium tab."""
     import nbformat
 
-    from rrlib.report import build as report
+    from rrlib.report.notebooks import NOTEBOOKS, notebook_source
 
-    nb = next(n for n in report.NOTEBOOKS if n.name == "01_mechanism")
+    nb = next(n for n in NOTEBOOKS if n.name == "01_mechanism")
     root = tmp_path / "lab"
     root.mkdir()
     shutil.copy(REPO / "notebooks" / "01_mechanism.py", root)
-    quick = report.notebook_source(nb)
+    quick = notebook_source(nb)
     where = next(i for i, c in enumerate(quick.cells) if "parameters" in c.metadata.get("tags", []))
     values = {**nb.quick, "out_root": str(tmp_path / "runs"), "local_out_root": str(tmp_path / "local")}
     quick.cells.insert(where + 1, nbformat.v4.new_code_cell("\n".join(f"{k} = {v!r}" for k, v in values.items())))

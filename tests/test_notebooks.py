@@ -6,7 +6,8 @@ import jupytext
 import nbformat
 import pytest
 
-from rrlib.report.build import NOTEBOOK_DIR, NOTEBOOKS, declared_parameters, math_as_svg, notebook_source
+from rrlib.report.notebooks import NOTEBOOK_DIR, NOTEBOOKS, declared_parameters, notebook_source
+from rrlib.report.render import math_as_svg
 
 NAMES = [nb.name for nb in NOTEBOOKS]
 PNG = b"\x89PNG\r\n\x1a\n"

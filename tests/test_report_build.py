@@ -5,7 +5,10 @@ import jupytext
 import nbformat
 import pytest
 
-from rrlib.report import build as report
+from rrlib.report.build import execute
+from rrlib.report.inputs import page_inputs
+from rrlib.report.notebooks import NOTEBOOKS
+from rrlib.report.render import render
 
 SMALL = '''# ---
 # jupyter:
@@ -56,8 +59,8 @@ def build(tmp_path, out_name):
     source = jupytext.reads(SMALL, fmt="py:percent")
     out = tmp_path / out_name
     executed = tmp_path / f"{out_name}.ipynb"
-    report.execute(source, {"figures_dir": str(out / "figures")}, executed, log_output=False, cell_timeout=300)
-    report.render(executed, out, "09_small")
+    execute(source, {"figures_dir": str(out / "figures")}, executed, log_output=False, cell_timeout=300)
+    render(executed, out, "09_small")
     return out, nbformat.read(executed, as_version=4)
 
 
@@ -105,34 +108,34 @@ def test_page_leaves_progress_out_and_formats_tables(two_builds):
 
 
 def test_a_page_is_reused_until_its_notebook_parameters_or_results_change(tmp_path):
-    nb = next(n for n in report.NOTEBOOKS if n.name == "04_statistics")
+    nb = next(n for n in NOTEBOOKS if n.name == "04_statistics")
     runs = tmp_path / "outputs" / "runs"
     for size in ("mini", "tiny"):
         (runs / size / "review" / "seed0").mkdir(parents=True)
         (runs / size / "review" / "seed0" / "result.json").write_text('{"fixed_loss": 1.5}')
     csv = tmp_path / "paper.csv"
     csv.write_text("size,variant\n")
-    first = report.page_inputs(nb, {"n_boot": 10}, runs, None, csv)
-    assert report.page_inputs(nb, {"n_boot": 10}, runs, None, csv) == first
+    first = page_inputs(nb, {"n_boot": 10}, runs, None, csv)
+    assert page_inputs(nb, {"n_boot": 10}, runs, None, csv) == first
     # the smoke-test size is trained afresh on every clone: its results must not force a rebuild
     (runs / "tiny" / "review" / "seed0" / "result.json").write_text('{"fixed_loss": 1.6}')
-    assert report.page_inputs(nb, {"n_boot": 10}, runs, None, csv) == first
-    assert report.page_inputs(nb, {"n_boot": 11}, runs, None, csv) != first
+    assert page_inputs(nb, {"n_boot": 10}, runs, None, csv) == first
+    assert page_inputs(nb, {"n_boot": 11}, runs, None, csv) != first
     (runs / "mini" / "review" / "seed0" / "result.json").write_text('{"fixed_loss": 1.4}')
-    assert report.page_inputs(nb, {"n_boot": 10}, runs, None, csv) != first
+    assert page_inputs(nb, {"n_boot": 10}, runs, None, csv) != first
 
 
 def test_a_page_that_may_read_benchmarks_is_rebuilt_when_one_changes(tmp_path):
-    nb = next(n for n in report.NOTEBOOKS if n.name == "05_related_methods")
+    nb = next(n for n in NOTEBOOKS if n.name == "05_related_methods")
     runs, bench = tmp_path / "outputs" / "runs", tmp_path / "outputs" / "bench"
     (runs / "family").mkdir(parents=True)
     bench.mkdir()
     (bench / "cpu-family.json").write_text('{"results": []}')
     csv = tmp_path / "paper.csv"
     csv.write_text("size,variant\n")
-    first, per_size = report.page_inputs(nb, {}, runs, None, csv), report.page_inputs(nb, {}, runs, "family", csv)
+    first, per_size = page_inputs(nb, {}, runs, None, csv), page_inputs(nb, {}, runs, "family", csv)
     (bench / "cpu-family.md").write_text("a rendering of it, not read by any page")
-    assert report.page_inputs(nb, {}, runs, None, csv) == first
+    assert page_inputs(nb, {}, runs, None, csv) == first
     (bench / "cpu-family.json").write_text('{"results": [{}]}')
-    assert report.page_inputs(nb, {}, runs, None, csv) != first
-    assert report.page_inputs(nb, {}, runs, "family", csv) == per_size  # a per-size page reads its runs only
+    assert page_inputs(nb, {}, runs, None, csv) != first
+    assert page_inputs(nb, {}, runs, "family", csv) == per_size  # a per-size page reads its runs only

@@ -25,7 +25,7 @@ from ..runs.train import load_run_data, train_run
 
 
 def quiet_sweep(*args, **kwargs) -> pd.DataFrame:
-    """``rrlib.sweep.run_sweep`` with its progress (one line per run, each run's start-up line) on stderr.
+    """``rrlib.runs.sweep.run_sweep`` with its progress (one line per run, each run's start-up line) on stderr.
 
     A notebook's stdout is what its rendered page shows; the report leaves stderr out of the page, so a
     reader sees the results table, not a line per run already done.

@@ -1,0 +1,79 @@
+"""Whether a page must be built again: a fingerprint of what it is built from (``inputs.json`` in the report's
+folder keeps the one each page was last built from), and the runs it reads that its run folders lack."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .notebooks import NOTEBOOK_DIR, QUICK_SIZES, SWEEPS, Notebook
+
+INPUTS = "inputs.json"  # in the report's folder: what each page was built from
+RUN_FILES = ("result.json", "metrics.jsonl", "config.json", "weights.pt")
+
+
+def page_inputs(nb: Notebook, parameters: dict, runs: Path, size: str | None, paper_csv: Path) -> str:
+    """A fingerprint of what a page is built from: its notebook, its parameters, the run files it can read.
+
+    A per-size page reads its size's runs; the others may read any run beside ``runs`` (the looped sweep keeps
+    its own roots there) except the smoke-test size, whose runs the main job trains afresh, and any benchmark
+    result (``outputs/bench/*.json``: notebook 05 shows the family's measured speed and memory). The library's
+    own code is not part of it: after a change there, ``--force`` rebuilds every page.
+    """
+    import hashlib
+
+    digest = hashlib.sha256((NOTEBOOK_DIR / f"{nb.name}.py").read_bytes())
+    digest.update(json.dumps(parameters, sort_keys=True).encode())
+    if paper_csv.exists():
+        digest.update(paper_csv.read_bytes())
+    root = runs / size if size else runs.parent
+    skipped = [] if size else [runs / s for s in QUICK_SIZES]
+    bench = runs.parent / "bench"
+    files = sorted(p for p in root.rglob("*")
+                   if (p.name in RUN_FILES or not size and p.parent == bench and p.suffix == ".json")
+                   and not any(p.is_relative_to(s) for s in skipped))
+    for path in files:
+        digest.update(path.relative_to(root).as_posix().encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def read_inputs(out: Path) -> dict:
+    path = out / INPUTS
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def write_inputs(out: Path, inputs: dict) -> None:
+    (out / INPUTS).write_text(json.dumps(inputs, indent=1, sort_keys=True) + "\n")
+
+
+def missing_runs(nb: Notebook, values: dict, runs: Path) -> list:
+    """The runs a page reads that its run folders do not hold finished (including ones they cannot answer for)."""
+    from ..runs.presets import resolve_run
+    from ..runs.runfiles import RunConflict, StateError
+    from ..runs.sweep import grid
+    from ..runs.folders import claimed
+
+    missing = []
+    for size, variants, seeds, overrides in SWEEPS.get(nb.name, lambda _: [])(values):
+        for variant, seed in grid(size, variants, seeds):
+            run = resolve_run(size, variant, seed, overrides, str(runs))
+            try:
+                missing += [] if claimed(run)[1] is not None else [run]
+            except (RunConflict, StateError):
+                missing.append(run)
+    return missing
+
+
+def cost_text(runs: list) -> str:
+    """'12 runs (depth2: 3, ...), at least 2.1 h on this CPU' from their FLOP count and the CPU's measured speed."""
+    from collections import Counter
+
+    from ..runs.device import cpu_matmul_flops, pick_device, training_flops
+
+    by_size = ", ".join(f"{size}: {n}" for size, n in Counter(r.size for r in runs).items())
+    flops = sum(training_flops(r) for r in runs)
+    seconds = flops / cpu_matmul_flops()
+    took = f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min" if seconds >= 60 else "seconds"
+    where = (f"at least {took} on this CPU at its full matmul speed"
+             if pick_device(runs[0].train.device).type == "cpu" else "on this GPU")
+    return f"{len(runs)} runs ({by_size}), {flops:.1e} training FLOPs, {where}"

@@ -1,0 +1,104 @@
+"""The report's notebooks in reading order, and what a build reads off each before running it: its jupytext source,
+its parameters cell, and the sweeps its parameters name (what it would train when results are missing)."""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..runs.config import PROJECT_ROOT, ConfigError
+
+NOTEBOOK_DIR = PROJECT_ROOT / "notebooks"
+
+
+@dataclass(frozen=True)
+class Notebook:
+    name: str  # notebooks/<name>.py
+    blurb: str  # one line for the index
+    per_size: bool = False  # executed once per size, with its parameter `size`
+    quick: dict = field(default_factory=dict)  # parameters of a --quick build
+    requires: str | None = None  # a size whose results a full build needs; without them it skips the notebook
+
+
+# The report, in reading order: adding a notebook is one line.
+NOTEBOOKS = (
+    Notebook("01_mechanism", "What a Review gate computes at initialisation, why the identity path matters, and "
+             "what trained gates do.", quick={"size": "tiny", "n_windows": 4}),
+    Notebook("02_depth_stability", "Convex against additive residuals from shallow to deep models: training, "
+             "final loss and the gradient reaching the embeddings.",
+             quick={"depths": [2, 4], "seeds": [0], "steps": 20, "grad_windows": 2}),
+    Notebook("03_sweep", "One size: every variant and seed, training curves at equal compute, the results "
+             "table.", per_size=True),
+    Notebook("04_statistics", "The paper's runs and ours through the same tests: Welch beside paired with Holm, "
+             "intervals, the emergence curve, calibration, tokens per parameter.",
+             quick={"n_boot": 1000, "exclude_sizes": []}),
+    Notebook("05_related_methods", "The family in one harness: AttnRes, Block and Delta AttnRes, MGR, "
+             "Hyper-Connections and mHC beside Review and standard, and learning-rate transfer in looped models.",
+             quick={"size": "tiny", "variants": ["standard", "review", "attnres", "attnres_block", "delta_attnres",
+                                                 "mgr", "hc", "mhc"], "seeds": [0], "loops": [1, 2],
+                    "lrs": [0.002, 0.004], "loop_seeds": [0], "loop_steps": 4, "loop_boot": 50, "train_looped": True,
+                    "wide_size": None},
+             requires="family"),
+    Notebook("06_size_vs_tokens", "Scale or undertraining: Review's gap over a grid of two model sizes × three "
+             "token budgets, regressed on log size and log tokens per parameter, beside the paper's sizes.",
+             quick={"grid_sizes": ["tiny"]}, requires="mini_steps1200"),
+)
+QUICK_SIZES = ["tiny"]  # the smoke-test size: seconds on a CPU, so a build trains its missing runs unasked
+
+
+def _train_overrides(values: dict) -> dict:
+    """A page's overrides as its notebook builds them: ``settings`` by section, then steps/device/precision."""
+    overrides = {section: dict(v) for section, v in (values.get("settings") or {}).items()}
+    overrides["train"] = {**overrides.get("train", {}),
+                          **{k: values[k] for k in ("steps", "device", "precision") if values.get(k) is not None}}
+    return overrides
+
+
+def _size_sweep(values: dict) -> list[tuple]:
+    return [(values["size"], values.get("variants"), values.get("seeds"), _train_overrides(values))]
+
+
+def _depth_sweeps(values: dict) -> list[tuple]:
+    from ..runs.presets import available_sizes
+
+    depths = values.get("depths") or [int(s[5:]) for s in available_sizes()
+                                       if s.startswith("depth") and s[5:].isdigit()]
+    return [(f"depth{L}", values.get("variants"), values.get("seeds"), _train_overrides(values)) for L in depths]
+
+
+# The sweeps a page reads, as (size, variants, seeds, overrides), from its parameters: what it would train when
+# results are missing. (Notebook 05's looped sweeps and notebook 06 wait for their `requires` size instead.)
+SWEEPS = {"02_depth_stability": _depth_sweeps, "03_sweep": _size_sweep, "05_related_methods": _size_sweep}
+
+
+def shown(path: Path) -> str:
+    """A path as a notebook parameter: relative to the project root, where papermill runs (no machine paths)."""
+    return Path(os.path.relpath(os.path.abspath(path), PROJECT_ROOT)).as_posix()
+
+
+def notebook_source(nb: Notebook):
+    import jupytext
+
+    path = NOTEBOOK_DIR / f"{nb.name}.py"
+    if not path.exists():
+        raise ConfigError(f"notebook source {shown(path)} is missing; valid notebooks: "
+                          f"{', '.join(n.name for n in NOTEBOOKS)}")
+    return jupytext.read(path)
+
+
+def declared_parameters(notebook) -> set[str]:
+    """Names assigned in the notebook's one cell tagged ``parameters``."""
+    cells = [c for c in notebook.cells if "parameters" in c.metadata.get("tags", [])]
+    if len(cells) != 1:
+        raise ValueError(f"a notebook needs exactly one cell tagged 'parameters', found {len(cells)}")
+    return set(re.findall(r"^(\w+)\s*=", cells[0].source, re.M))
+
+
+def parameter_values(notebook) -> dict:
+    """The values of the parameters cell, as written (literals only: the cell is read, never executed)."""
+    import ast
+
+    cell = next(c for c in notebook.cells if "parameters" in c.metadata.get("tags", []))
+    return {t.id: ast.literal_eval(node.value) for node in ast.parse(cell.source).body
+            if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)}
