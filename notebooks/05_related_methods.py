@@ -252,6 +252,19 @@ if wide is not None:
 # For each residual rule and each loop count N, the final held-out loss (mean over seeds) over the
 # learning-rate sweep. If a scaling transfers the learning rate, the minimum sits at the same learning rate for
 # every N. The dashed line is the unigram entropy of the training tokens: a run that ends there stalled.
+#
+# **The decisive rerun, and the estimator it is judged by (fixed before its runs).** The 2× grid below, at three
+# seeds trained at three commits, cannot decide the question: its verdict changes with the estimator. The rerun
+# (`bash scripts/looped_study.sh`, grid and estimator in `rrlib.looped_study`) trains every (rule, N) cell on
+# seven learning rates √2 apart (8× around the first grid's optimum; a cell whose optimum sits on an edge for
+# two seeds or the seed mean gets two more points there), five seeds, all at one commit. Primary metric: the
+# fixed held-out loss. Per seed and cell, the optimum is the grid argmin and, primary, the vertex of the parabola
+# in log₂ lr through it and its two neighbours (a minimum on the edge has none). Per seed and rule, the slope of
+# log₂(optimum) on log₂ N; over the five seeds, its mean with a t-interval. The rule *moves with N* if the 95 %
+# interval excludes 0, *transfers* if a TOST (α = 0.05) puts the slope within ±1/6 per doubling (the optimum at
+# N = 8 within √2 of N = 1's), and is *undecided* otherwise. Stalled runs are counted per cell, and the verdict
+# is given again with them excluded. Trainability: per N, the loss at each seed's grid optimum, `scaled` (1/N)
+# against `scaled_loops` (1/√N), paired over seeds, Holm over N = 2, 4, 8.
 
 # %%
 def looped_root(lr):
