@@ -58,6 +58,8 @@ variants = None  # None means the preset's: every method
 seeds = None  # None means the preset's
 steps = None  # training steps per run; None means the preset's
 out_root = "outputs/runs"  # run folders; finished runs are read, not retrained
+primary_metric = "fixed_loss"  # the fixed held-out set (notebook 04 says why); the paper's val_loss stands beside it
+secondary_metric = "val_loss"
 loop_size = "looped"  # the looped preset: sizes looped<N>
 loops = [1, 2, 4, 8]  # N
 lrs = [0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064]  # the looped learning-rate sweep, steps of 2x (scripts/family_study.sh)
@@ -125,29 +127,47 @@ table = table[table["variant"].isin(variants) & table["seed"].isin(seeds)].reset
 # %% [markdown]
 # ## One table
 #
-# Held-out loss on the fixed evaluation set (mean ± SD over seeds), and against the standard residual the
-# paired gap `standard − method` (positive: the method is better), its paired p-value and the Holm-corrected
-# one over all methods; then parameters, FLOPs per token, measured tokens/s and peak memory of the runs.
+# Held-out loss on the fixed evaluation set (mean ± SD over seeds; the primary metric, as in notebook 04), and
+# against the standard residual the paired gap `standard − method` (positive: the method is better), its paired
+# p-value and the Holm-corrected one over all methods, the Holm p of the same test on the paper's own evaluation
+# (`val_loss`) beside it, and the smallest gap the design detects at α = 0.05 with 80 % power (at the spread of
+# the paired differences it met); then parameters, FLOPs per token, and speed and peak memory relative to
+# standard's from the benchmark (`python -m rrlib bench --size family --size family_mini ...`, the README's
+# command: every rule in the same interleaved rounds), not from the runs.
 
 # %%
 def family_summary(table, variants):
     """Per method: loss (mean, SD over seeds), the paired gap against standard with Holm over the methods, and
     what the runs recorded: parameters, FLOPs per token, tokens/s, peak memory."""
     summary = table.groupby("variant").agg(
-        loss=("fixed_loss", "mean"), sd=("fixed_loss", "std"), seeds=("seed", "count"),
+        loss=(primary_metric, "mean"), sd=(primary_metric, "std"), seeds=("seed", "count"),
         params_M=("params_M", "first"), flops_per_token=("flops_per_token", "first"),
         tokens_per_s=("tokens_per_s", "mean"), peak_memory_MB=("peak_memory_MB", "mean"),
         device=("device", "first"),
     ).loc[[v for v in variants if v in set(table["variant"])]]
-    gaps = {v: stats.compare(table[table["variant"].isin(["standard", v])], metric="fixed_loss", reference=v)
-            for v in summary.index if v != "standard"}
-    summary["gap vs standard"] = [gaps[v]["gap"].iloc[0] if v in gaps else np.nan for v in summary.index]
-    summary["p (paired)"] = [gaps[v]["p"].iloc[0] if v in gaps else np.nan for v in summary.index]
-    summary.loc[list(gaps), "p (Holm)"] = stats.holm(np.array([summary.loc[v, "p (paired)"] for v in gaps],
-                                                              dtype=float))
-    summary["tokens/s vs standard"] = summary["tokens_per_s"] / summary.loc["standard", "tokens_per_s"]
-    summary["memory vs standard"] = summary["peak_memory_MB"] / summary.loc["standard", "peak_memory_MB"]
+    for metric, suffix in ((primary_metric, ""), (secondary_metric, f", {secondary_metric}")):
+        gaps = {v: stats.compare(table[table["variant"].isin(["standard", v])], metric=metric, reference=v, n_boot=0)
+                for v in summary.index if v != "standard"}
+        if not suffix:
+            summary["gap vs standard"] = [gaps[v]["gap"].iloc[0] if v in gaps else np.nan for v in summary.index]
+            summary["detectable gap"] = [gaps[v]["mde"].iloc[0] if v in gaps else np.nan for v in summary.index]
+        summary[f"p (paired{suffix})"] = [gaps[v]["p"].iloc[0] if v in gaps else np.nan for v in summary.index]
+        summary.loc[list(gaps), f"p (Holm{suffix})"] = stats.holm(
+            np.array([summary.loc[v, f"p (paired{suffix})"] for v in gaps], dtype=float))
     return summary
+
+
+def with_bench(summary, size):
+    """The summary with speed and memory relative to standard's from the benchmark file at this size (every rule
+    in the same interleaved rounds, one thread), or empty where it has none: the runs' own tokens/s come from
+    different days, machine loads and code versions, so they are no comparison of speed."""
+    measured = bench_ratios(Path(bench_file), size)
+    out = summary.copy()
+    out["tokens/s vs standard"] = measured["tokens/s vs standard"].reindex(out.index) if measured is not None else np.nan
+    out["memory vs standard"] = measured["memory vs standard"].reindex(out.index) if measured is not None else np.nan
+    print(f"{size}: speed and memory vs standard " + (f"from {bench_file}" if measured is not None
+                                                      else "not shown (the benchmark file has no row for it)"))
+    return out
 
 
 def bench_ratios(path, size):
@@ -170,15 +190,17 @@ def show_summary(summary, name):
                                 for m, s in zip(summary["loss"], summary["sd"])]),
         name, figures_dir, full=summary,
         columns=["params_M", "flops_per_token", "loss_sd", "gap vs standard", "p (paired)", "p (Holm)",
-                 "tokens/s vs standard", "memory vs standard"],
+                 f"p (Holm, {secondary_metric})", "detectable gap", "tokens/s vs standard", "memory vs standard"],
         formats={"params_M": "{:.3f}", "flops_per_token": lambda x: f"{x / 1e6:.2f}",
-                 "gap vs standard": "{:+.4f}", "tokens/s vs standard": "{:.2f}", "memory vs standard": "{:.2f}"},
+                 "gap vs standard": "{:+.4f}", "detectable gap": "{:.4f}", "tokens/s vs standard": "{:.2f}",
+                 "memory vs standard": "{:.2f}"},
         rename={"params_M": "params (M)", "flops_per_token": "MFLOPs / token", "loss_sd": "loss (nats, mean ± SD)",
-                "gap vs standard": "gap vs standard (nats)", "tokens/s vs standard": "speed vs standard (runs)",
-                "memory vs standard": "peak memory vs standard (runs)"}))
+                "gap vs standard": "gap vs standard (nats)", "detectable gap": "detectable gap (80 % power)",
+                "tokens/s vs standard": "speed vs standard (bench)",
+                "memory vs standard": "peak memory vs standard (bench)"}))
 
 
-summary = family_summary(table, variants)
+summary = with_bench(family_summary(table, variants), size)
 show_summary(summary, f"05_{size}_summary")
 
 # %%
@@ -199,9 +221,7 @@ plots.show_figure(fig, "05_family_loss", figures_dir)
 # The same methods, seeds and recipe at `mini`'s width (d = 128 for Review, 600 steps; preset `family_mini`),
 # read from finished runs (`SIZE=family_mini LRS= bash scripts/family_study.sh` trains them). Side by side with
 # the comparison above: does a method's gap against standard hold, grow or vanish when the model is wider and
-# trained longer? In the side-by-side table, speed and memory relative to standard's at the same width come
-# from the benchmark (`python -m rrlib bench --size family --size family_mini ...`, the README's command) where
-# it measured that size, and from the runs otherwise.
+# trained longer?
 
 # %%
 wide = None
@@ -209,7 +229,7 @@ if wide_size is not None:
     wide_table = results_table(out_root, wide_size)
     wide_table = wide_table[wide_table["variant"].isin(variants)]
     if len(wide_table) and "standard" in set(wide_table["variant"]):
-        wide = family_summary(wide_table, variants)
+        wide = with_bench(family_summary(wide_table, variants), wide_size)
         show_summary(wide, f"05_{wide_size}_summary")
     else:
         print(f"No finished {wide_size} runs under {out_root}; `SIZE={wide_size} LRS= bash scripts/family_study.sh` "
@@ -217,15 +237,7 @@ if wide_size is not None:
 
 # %%
 if wide is not None:
-    # speed and memory from the benchmark where it measured this size: every rule in the same interleaved rounds
-    # at one thread. The runs' own tokens/s (the tables above) come from different days, loads and code
-    # versions (the cross-depth rules got faster since the family runs), so they are no comparison of speed.
-    sides = {}
-    for name, frame in ((size, summary), (wide_size, wide)):
-        sides[name], measured = frame.copy(), bench_ratios(Path(bench_file), name)
-        if measured is not None:
-            sides[name][["tokens/s vs standard", "memory vs standard"]] = measured.reindex(frame.index).to_numpy()
-        print(f"{name}: speed and memory from " + (bench_file if measured is not None else "its runs"))
+    sides = {size: summary, wide_size: wide}
     measures = {"gap vs standard": "{:+.4f}", "p (Holm)": "{:.3f}", "tokens/s vs standard": "{:.2f}",
                 "memory vs standard": "{:.2f}"}
     both = pd.DataFrame({f"{name}: {column}": frame[column] for column in measures

@@ -271,7 +271,8 @@ def verdicts(comparison: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
     comparison = comparison.assign(tested_gap=_tested_gap(comparison))
     rows = []
     for size, group in comparison.groupby("size", sort=False):
-        parts = [f"vs {r.baseline}: {_verdict(r, alpha)}" for r in group.itertuples()]
+        parts = [f"vs {r.baseline}: {_verdict(r, alpha)}" + (f" [{r.metrics_note}]" if getattr(r, "metrics_note", "")
+                                                             else "") for r in group.itertuples()]
         rows.append({"size": size, "verdict": "; ".join(parts)})
     return pd.DataFrame(rows)
 
@@ -419,11 +420,12 @@ def _verdict(r, alpha: float) -> str:
     if r.significant:
         side = "better" if r.tested_gap > 0 else "worse"
         return f"Review {side} by {abs(r.tested_gap):.4f}, significant after Holm correction (p_holm={_p(r.p_holm)})"
+    detectable = f"; the design detects {r.mde:.4f} with 80 % power" if np.isfinite(getattr(r, "mde", np.nan)) else ""
     if r.p < 2 * alpha and r.tested_gap > 0:
-        return f"trend favouring Review by {r.tested_gap:.4f} (p={_p(r.p)}, not significant after Holm)"
+        return f"trend favouring Review by {r.tested_gap:.4f} (p={_p(r.p)}, not significant after Holm{detectable})"
     if r.p < 2 * alpha:
-        return f"Review worse by {-r.tested_gap:.4f} (p={_p(r.p)}, not significant after Holm)"
-    return f"no gain (gap {r.tested_gap:+.4f}, p={_p(r.p)})"
+        return f"Review worse by {-r.tested_gap:.4f} (p={_p(r.p)}, not significant after Holm{detectable})"
+    return f"no gain (gap {r.tested_gap:+.4f}, p={_p(r.p)}{detectable})"
 
 
 def _p(p: float) -> str:
