@@ -53,6 +53,10 @@ TRANSFER_MARGIN = 0.5 / math.log2(LOOPS[-1] / LOOPS[0])  # Â±1/6 per doubling: â
 FIRST_K = {("scaled", n): -1 for n in LOOPS} | {("scaled_loops", n): -1 for n in LOOPS} | {
     ("review", 1): 4, ("review", 2): 5, ("review", 4): 3, ("review", 8): 0}
 POINTS = 7
+OPTIMA_COLUMNS = ["variant", "loops", "seed", "points", "grid_lr", "parabola_lr", "best_loss", "at_edge"]
+SLOPE_COLUMNS = ["variant", "seed", "grid", "parabola"]
+VERDICT_COLUMNS = ["variant", "estimator", "seeds", "slope", "ci_low", "ci_high", "p", "p_equivalent", "fold_change",
+                   "verdict"]
 
 
 def lattice_lr(k: int) -> float:
@@ -76,6 +80,8 @@ def seed_optima(runs: pd.DataFrame, metric: str = "fixed_loss", exclude_stalled:
     ``stalled``. A diverged run (NaN loss) is missing, as is a stalled one when excluded.
     """
     rows = []
+    if runs.empty:
+        return pd.DataFrame(columns=OPTIMA_COLUMNS)
     for (variant, loops, seed), cell in runs.groupby(["variant", "loops", "seed"], sort=True):
         if exclude_stalled:
             cell = cell[~cell["stalled"].astype(bool)]
@@ -91,7 +97,7 @@ def seed_optima(runs: pd.DataFrame, metric: str = "fixed_loss", exclude_stalled:
             if row["at_edge"] is None:
                 row["parabola_lr"] = float(2 ** parabola_vertex(x[i - 1:i + 2], y[i - 1:i + 2]))
         rows.append(row)
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=OPTIMA_COLUMNS)
 
 
 def parabola_vertex(x: np.ndarray, y: np.ndarray) -> float:
@@ -110,6 +116,8 @@ def seed_slopes(optima: pd.DataFrame) -> pd.DataFrame:
     A seed whose optimum is missing at some N (edge, or every run missing) has no slope for that estimator.
     """
     rows = []
+    if optima.empty:
+        return pd.DataFrame(columns=SLOPE_COLUMNS)
     for (variant, seed), part in optima.groupby(["variant", "seed"], sort=False):
         x = np.log2(part["loops"].to_numpy(dtype=float))
         row = {"variant": variant, "seed": seed}
@@ -117,7 +125,7 @@ def seed_slopes(optima: pd.DataFrame) -> pd.DataFrame:
             y = np.log2(part[f"{estimator}_lr"].to_numpy(dtype=float))
             row[estimator] = float(np.polyfit(x, y, 1)[0]) if np.isfinite(y).all() and len(set(x)) > 1 else np.nan
         rows.append(row)
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=SLOPE_COLUMNS)
 
 
 def transfer_verdicts(slopes: pd.DataFrame, alpha: float = 0.05, margin: float = TRANSFER_MARGIN,
@@ -146,7 +154,7 @@ def transfer_verdicts(slopes: pd.DataFrame, alpha: float = 0.05, margin: float =
                 row.update(slope=mean, ci_low=mean - half, ci_high=mean + half, p=p, p_equivalent=p_eq,
                            fold_change=2 ** (mean * span), verdict=verdict)
             rows.append(row)
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=VERDICT_COLUMNS)
 
 
 def trainability(optima: pd.DataFrame, reference: str = "scaled", baseline: str = "scaled_loops",

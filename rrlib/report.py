@@ -59,7 +59,7 @@ NOTEBOOKS = (
              "Hyper-Connections and mHC beside Review and standard, and learning-rate transfer in looped models.",
              quick={"size": "tiny", "variants": ["standard", "review", "attnres", "attnres_block", "delta_attnres",
                                                  "mgr", "hc", "mhc"], "seeds": [0], "loops": [1, 2],
-                    "lrs": [0.002, 0.004], "loop_seeds": [0], "loop_steps": 4, "loop_boot": 50, "train_looped": True,
+                    "lrs": [0.002, 0.004], "loop_seeds": [0], "loop_steps": 4, "train_looped": True,
                     "wide_size": None},
              requires="family"),
     Notebook("06_size_vs_tokens", "Scale or undertraining: Review's gap over a grid of two model sizes × three "
@@ -549,6 +549,7 @@ def main(argv=None) -> int:
         load_preset(size)  # an unknown size fails here, before anything runs
     paper_csv = project_path(args.paper_csv)
     common = {"out_root": _shown(runs), "local_out_root": _shown(build / "runs"),
+              "loop_root": _shown(runs.parent / "looped_grid"),  # the looped study's runs, beside the others
               "figures_dir": _shown(out / "figures"), "paper_csv": _shown(paper_csv),
               **extra_parameters(args.param)}
 
@@ -595,6 +596,10 @@ def main(argv=None) -> int:
                 write_inputs(out, built)
             print(f"[report] {stem}: done in {time.perf_counter() - t0:.0f} s", flush=True)
     index = write_index(out, abstract(runs, sizes, paper_csv))
+    if out == project_path("paper"):  # the committed report: the README's result tables follow its tables
+        from . import readme
+        if readme.update(project_path("README.md"), out / "tables"):
+            print("[report] README.md: result tables regenerated from paper/tables", flush=True)
     print(f"[report] {len(rendered_pages(out))} pages, {len(list((out / 'figures').glob('*.png')))} figures, "
           f"{time.perf_counter() - start:.0f} s: {_shown(index)}")
     return 0
