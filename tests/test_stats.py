@@ -338,39 +338,3 @@ def test_gap_factors_refuses_collinear_size_and_tokens():
     df["tokens_per_param"] = 1 / df["params_M"]  # the paper's design: tokens per parameter fall as size grows
     out = gap_factors(df)
     assert out["coef"].isna().all() and (out["note"] == "size and tokens/param are collinear").all()
-
-
-def _lr_curves(optimum_of_n, seeds=range(4), noise=0.002):
-    """Loss = (log2 lr − log2 optimum(N))² / 20 + 2 plus seed noise, over a 2x grid."""
-    rng = np.random.default_rng(3)
-    lrs = [0.0005 * 2 ** k for k in range(7)]
-    rows = []
-    for rule, opt in optimum_of_n.items():
-        for n in (1, 2, 4, 8):
-            for seed in seeds:
-                for lr in lrs:
-                    loss = (np.log2(lr) - np.log2(opt(n))) ** 2 / 20 + 2 + rng.normal(0, noise)
-                    rows.append({"variant": rule, "loops": n, "lr": lr, "seed": seed, "fixed_loss": loss})
-    return pd.DataFrame(rows)
-
-
-def test_lr_transfer_finds_an_optimum_between_grid_points_and_whether_it_moves_with_n():
-    from rrlib.stats import lr_transfer
-
-    runs = _lr_curves({"transfers": lambda n: 0.003, "halves": lambda n: 0.012 / n})
-    optima, trends = lr_transfer(runs, n_boot=200)
-    fixed = optima[optima["variant"] == "transfers"]
-    assert np.allclose(fixed["best_lr"], 0.003, rtol=0.1)  # between the grid's 0.002 and 0.004
-    assert set(fixed["grid_best_lr"]) <= {0.002, 0.004}
-    assert ((fixed["best_lr_low"] <= fixed["best_lr"]) & (fixed["best_lr"] <= fixed["best_lr_high"])).all()
-    t = trends.set_index("variant")
-    assert t.loc["transfers", "slope_low"] < 0 < t.loc["transfers", "slope_high"]
-    assert t.loc["halves", "slope"] == pytest.approx(-1, abs=0.1) and t.loc["halves", "slope_high"] < -0.5
-    assert t.loc["halves", "fold_change"] == pytest.approx(1 / 8, rel=0.2)
-
-
-def test_lr_transfer_reads_an_optimum_at_the_grids_edge_as_that_edge():
-    from rrlib.stats import lr_transfer
-
-    optima, _ = lr_transfer(_lr_curves({"too_high": lambda n: 0.5}), n_boot=50)
-    assert optima["at_edge"].all() and np.allclose(optima["best_lr"], 0.032)
