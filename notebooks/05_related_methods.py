@@ -58,14 +58,16 @@ variants = None  # None means the preset's: every method
 seeds = None  # None means the preset's
 steps = None  # training steps per run; None means the preset's
 out_root = "outputs/runs"  # run folders; finished runs are read, not retrained
+primary_metric = "fixed_loss"  # the fixed held-out set (notebook 04 says why); the paper's val_loss stands beside it
+secondary_metric = "val_loss"
 loop_size = "looped"  # the looped preset: sizes looped<N>
+loop_root = "outputs/looped_grid"  # the looped study's runs, one folder per learning rate (rrlib.report.looped_study)
 loops = [1, 2, 4, 8]  # N
-lrs = [0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064]  # the looped learning-rate sweep, steps of 2x (scripts/family_study.sh)
 loop_variants = ["scaled", "scaled_loops", "review"]
-loop_seeds = None  # None means the preset's
+loop_seeds = None  # None means the study's five
+train_looped = False  # train the looped runs here on `lrs` (the quick build's); else the study's finished runs are read
+lrs = None  # learning rates trained when train_looped; the study's own grid is rrlib.report.looped_study's
 loop_steps = None  # None means the preset's
-loop_boot = 2000  # bootstrap resamples of the seeds for the learning-rate optima
-train_looped = False  # train missing looped runs here (the quick build's); else only finished ones are read
 figures_dir = None  # the report's figure folder; None shows figures without writing them
 
 # %%
@@ -78,7 +80,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from rrlib.report import loading, plots, stats, tables
+from rrlib.report import loading, looped_study, plots, stats, tables
 from rrlib.runs.presets import load_preset, resolve_run
 from rrlib.runs.data import unigram_entropy
 from rrlib.model import GPT
@@ -125,29 +127,47 @@ table = table[table["variant"].isin(variants) & table["seed"].isin(seeds)].reset
 # %% [markdown]
 # ## One table
 #
-# Held-out loss on the fixed evaluation set (mean ± SD over seeds), and against the standard residual the
-# paired gap `standard − method` (positive: the method is better), its paired p-value and the Holm-corrected
-# one over all methods; then parameters, FLOPs per token, measured tokens/s and peak memory of the runs.
+# Held-out loss on the fixed evaluation set (mean ± SD over seeds; the primary metric, as in notebook 04), and
+# against the standard residual the paired gap `standard − method` (positive: the method is better), its paired
+# p-value and the Holm-corrected one over all methods, the Holm p of the same test on the paper's own evaluation
+# (`val_loss`) beside it, and the smallest gap the design detects at α = 0.05 with 80 % power (at the spread of
+# the paired differences it met); then parameters, FLOPs per token, and speed and peak memory relative to
+# standard's from the benchmark (`python -m rrlib bench --size family --size family_mini ...`, the README's
+# command: every rule in the same interleaved rounds), not from the runs.
 
 # %%
 def family_summary(table, variants):
     """Per method: loss (mean, SD over seeds), the paired gap against standard with Holm over the methods, and
     what the runs recorded: parameters, FLOPs per token, tokens/s, peak memory."""
     summary = table.groupby("variant").agg(
-        loss=("fixed_loss", "mean"), sd=("fixed_loss", "std"), seeds=("seed", "count"),
+        loss=(primary_metric, "mean"), sd=(primary_metric, "std"), seeds=("seed", "count"),
         params_M=("params_M", "first"), flops_per_token=("flops_per_token", "first"),
         tokens_per_s=("tokens_per_s", "mean"), peak_memory_MB=("peak_memory_MB", "mean"),
         device=("device", "first"),
     ).loc[[v for v in variants if v in set(table["variant"])]]
-    gaps = {v: stats.compare(table[table["variant"].isin(["standard", v])], metric="fixed_loss", reference=v)
-            for v in summary.index if v != "standard"}
-    summary["gap vs standard"] = [gaps[v]["gap"].iloc[0] if v in gaps else np.nan for v in summary.index]
-    summary["p (paired)"] = [gaps[v]["p"].iloc[0] if v in gaps else np.nan for v in summary.index]
-    summary.loc[list(gaps), "p (Holm)"] = stats.holm(np.array([summary.loc[v, "p (paired)"] for v in gaps],
-                                                              dtype=float))
-    summary["tokens/s vs standard"] = summary["tokens_per_s"] / summary.loc["standard", "tokens_per_s"]
-    summary["memory vs standard"] = summary["peak_memory_MB"] / summary.loc["standard", "peak_memory_MB"]
+    for metric, suffix in ((primary_metric, ""), (secondary_metric, f", {secondary_metric}")):
+        gaps = {v: stats.compare(table[table["variant"].isin(["standard", v])], metric=metric, reference=v, n_boot=0)
+                for v in summary.index if v != "standard"}
+        if not suffix:
+            summary["gap vs standard"] = [gaps[v]["gap"].iloc[0] if v in gaps else np.nan for v in summary.index]
+            summary["detectable gap"] = [gaps[v]["mde"].iloc[0] if v in gaps else np.nan for v in summary.index]
+        summary[f"p (paired{suffix})"] = [gaps[v]["p"].iloc[0] if v in gaps else np.nan for v in summary.index]
+        summary.loc[list(gaps), f"p (Holm{suffix})"] = stats.holm(
+            np.array([summary.loc[v, f"p (paired{suffix})"] for v in gaps], dtype=float))
     return summary
+
+
+def with_bench(summary, size):
+    """The summary with speed and memory relative to standard's from the benchmark file at this size (every rule
+    in the same interleaved rounds, one thread), or empty where it has none: the runs' own tokens/s come from
+    different days, machine loads and code versions, so they are no comparison of speed."""
+    measured = bench_ratios(Path(bench_file), size)
+    out = summary.copy()
+    out["tokens/s vs standard"] = measured["tokens/s vs standard"].reindex(out.index) if measured is not None else np.nan
+    out["memory vs standard"] = measured["memory vs standard"].reindex(out.index) if measured is not None else np.nan
+    print(f"{size}: speed and memory vs standard " + (f"from {bench_file}" if measured is not None
+                                                      else "not shown (the benchmark file has no row for it)"))
+    return out
 
 
 def bench_ratios(path, size):
@@ -168,17 +188,19 @@ def show_summary(summary, name):
     display(tables.reader_table(
         summary.assign(loss_sd=[f"{m:.4f}" + ("" if np.isnan(s) else f" ± {s:.4f}")  # no SD from one seed
                                 for m, s in zip(summary["loss"], summary["sd"])]),
-        name, figures_dir, full=summary,
+        name, figures_dir, full=summary.rename_axis("variant").reset_index(),
         columns=["params_M", "flops_per_token", "loss_sd", "gap vs standard", "p (paired)", "p (Holm)",
-                 "tokens/s vs standard", "memory vs standard"],
+                 f"p (Holm, {secondary_metric})", "detectable gap", "tokens/s vs standard", "memory vs standard"],
         formats={"params_M": "{:.3f}", "flops_per_token": lambda x: f"{x / 1e6:.2f}",
-                 "gap vs standard": "{:+.4f}", "tokens/s vs standard": "{:.2f}", "memory vs standard": "{:.2f}"},
+                 "gap vs standard": "{:+.4f}", "detectable gap": "{:.4f}", "tokens/s vs standard": "{:.2f}",
+                 "memory vs standard": "{:.2f}"},
         rename={"params_M": "params (M)", "flops_per_token": "MFLOPs / token", "loss_sd": "loss (nats, mean ± SD)",
-                "gap vs standard": "gap vs standard (nats)", "tokens/s vs standard": "speed vs standard (runs)",
-                "memory vs standard": "peak memory vs standard (runs)"}))
+                "gap vs standard": "gap vs standard (nats)", "detectable gap": "detectable gap (80 % power)",
+                "tokens/s vs standard": "speed vs standard (bench)",
+                "memory vs standard": "peak memory vs standard (bench)"}))
 
 
-summary = family_summary(table, variants)
+summary = with_bench(family_summary(table, variants), size)
 show_summary(summary, f"05_{size}_summary")
 
 # %%
@@ -199,9 +221,7 @@ plots.show_figure(fig, "05_family_loss", figures_dir)
 # The same methods, seeds and recipe at `mini`'s width (d = 128 for Review, 600 steps; preset `family_mini`),
 # read from finished runs (`SIZE=family_mini LRS= bash scripts/family_study.sh` trains them). Side by side with
 # the comparison above: does a method's gap against standard hold, grow or vanish when the model is wider and
-# trained longer? In the side-by-side table, speed and memory relative to standard's at the same width come
-# from the benchmark (`python -m rrlib bench --size family --size family_mini ...`, the README's command) where
-# it measured that size, and from the runs otherwise.
+# trained longer?
 
 # %%
 wide = None
@@ -209,7 +229,7 @@ if wide_size is not None:
     wide_table = results_table(out_root, wide_size)
     wide_table = wide_table[wide_table["variant"].isin(variants)]
     if len(wide_table) and "standard" in set(wide_table["variant"]):
-        wide = family_summary(wide_table, variants)
+        wide = with_bench(family_summary(wide_table, variants), wide_size)
         show_summary(wide, f"05_{wide_size}_summary")
     else:
         print(f"No finished {wide_size} runs under {out_root}; `SIZE={wide_size} LRS= bash scripts/family_study.sh` "
@@ -217,15 +237,7 @@ if wide_size is not None:
 
 # %%
 if wide is not None:
-    # speed and memory from the benchmark where it measured this size: every rule in the same interleaved rounds
-    # at one thread. The runs' own tokens/s (the tables above) come from different days, loads and code
-    # versions (the cross-depth rules got faster since the family runs), so they are no comparison of speed.
-    sides = {}
-    for name, frame in ((size, summary), (wide_size, wide)):
-        sides[name], measured = frame.copy(), bench_ratios(Path(bench_file), name)
-        if measured is not None:
-            sides[name][["tokens/s vs standard", "memory vs standard"]] = measured.reindex(frame.index).to_numpy()
-        print(f"{name}: speed and memory from " + (bench_file if measured is not None else "its runs"))
+    sides = {size: summary, wide_size: wide}
     measures = {"gap vs standard": "{:+.4f}", "p (Holm)": "{:.3f}", "tokens/s vs standard": "{:.2f}",
                 "memory vs standard": "{:.2f}"}
     both = pd.DataFrame({f"{name}: {column}": frame[column] for column in measures
@@ -252,55 +264,67 @@ if wide is not None:
 # For each residual rule and each loop count N, the final held-out loss (mean over seeds) over the
 # learning-rate sweep. If a scaling transfers the learning rate, the minimum sits at the same learning rate for
 # every N. The dashed line is the unigram entropy of the training tokens: a run that ends there stalled.
+#
+# **The decisive rerun, and the estimator it is judged by (fixed before its runs).** The 2× grid below, at three
+# seeds trained at three commits, cannot decide the question: its verdict changes with the estimator. The rerun
+# (`bash scripts/looped_study.sh`, grid and estimator in `rrlib.report.looped_study`) trains every (rule, N) cell on
+# seven learning rates √2 apart (8× around the first grid's optimum; a cell whose optimum sits on an edge for
+# two seeds or the seed mean gets two more points there), five seeds, all at one commit. Primary metric: the
+# fixed held-out loss. Per seed and cell, the optimum is the grid argmin and, primary, the vertex of the parabola
+# in log₂ lr through it and its two neighbours (a minimum on the edge has none). Per seed and rule, the slope of
+# log₂(optimum) on log₂ N; over the five seeds, its mean with a t-interval. The rule *moves with N* if the 95 %
+# interval excludes 0, *transfers* if a TOST (α = 0.05) puts the slope within ±1/6 per doubling (the optimum at
+# N = 8 within √2 of N = 1's), and is *undecided* otherwise. Stalled runs are counted per cell, and the verdict
+# is given again with them excluded. Trainability: per N, the loss at each seed's grid optimum, `scaled` (1/N)
+# against `scaled_loops` (1/√N), paired over seeds, Holm over N = 2, 4, 8.
 
 # %%
-def looped_root(lr):
-    """One folder of runs per learning rate, beside the main run folders (a run folder does not name its lr)."""
-    return str(Path(out_root).parent / "looped" / f"lr{lr:g}")
-
-
-loop_overrides = {"train": {"steps": loop_steps}} if loop_steps else {}
-loop_rows, missing_cells = [], []
-for lr in lrs:
-    for n in loops:
-        size_n = f"{loop_size}{n}"
-        if train_looped:  # the quick build's seconds-long runs; the real sweep is scripts/family_study.sh's
-            result = loading.quiet_sweep(size_n, loop_variants, loop_seeds,
-                                         {"train": {**loop_overrides.get("train", {}), "lr": lr}}, looped_root(lr))
-        else:
-            result = results_table(looped_root(lr), size_n)
-        wanted = loop_seeds if loop_seeds is not None else load_preset(size_n).seeds
-        have = set(zip(result["variant"], result["seed"]))
-        missing_cells += [(v, n, lr, s) for v in loop_variants for s in wanted if (v, s) not in have]
-        loop_rows.append(result.assign(lr=lr, loops=n))
-looped = pd.concat(loop_rows, ignore_index=True)
+if train_looped:  # the quick build's seconds-long runs; the real study is scripts/looped_study.sh's
+    for lr in lrs:
+        for n in loops:
+            train = {"lr": lr, **({"steps": loop_steps} if loop_steps else {})}
+            loading.quiet_sweep(f"{loop_size}{n}", loop_variants, loop_seeds, {"train": train}, f"{loop_root}/lr{lr:g}")
+looped = looped_study.study_runs(loop_root)
 if looped.empty:
-    raise RuntimeError(f"no finished looped runs under {looped_root(lrs[0])} and the other lr folders: "
-                       "`SIZE= bash scripts/family_study.sh` trains them")
-looped = looped[looped["variant"].isin(loop_variants) & looped["seed"].isin(
-    loop_seeds if loop_seeds is not None else load_preset(f"{loop_size}{loops[0]}").seeds)]
-if missing_cells:
-    by_seed = pd.Series([s for *_, s in missing_cells]).value_counts().sort_index()
-    print(f"{len(missing_cells)} looped runs not finished yet (by seed: "
-          + ", ".join(f"seed {s}: {k}" for s, k in by_seed.items())
-          + "); `SIZE= bash scripts/family_study.sh` trains them. Below: the finished runs.")
-curves = looped.groupby(["variant", "loops", "lr"], as_index=False)["fixed_loss"].mean()
+    raise RuntimeError(f"no finished looped runs under {loop_root}: `bash scripts/looped_study.sh` trains them")
+wanted_seeds = list(loop_seeds if loop_seeds is not None else looped_study.SEEDS)
+looped = looped[looped["variant"].isin(loop_variants) & looped["loops"].isin(loops)
+                & looped["seed"].isin(wanted_seeds)].reset_index(drop=True)
 
 # A run that ends at the unigram entropy of its training tokens has learned only byte frequencies: it stalled
 # (reached that level early and never learned from context), a different failure from a merely worse loss.
-loop_run = resolve_run(f"{loop_size}{loops[0]}", loop_variants[0], 0, {}, looped_root(lrs[0]))
+loop_run = resolve_run(f"{loop_size}{loops[0]}", loop_variants[0], 0, {}, f"{loop_root}/lr{looped['lr'].iloc[0]:g}")
 floor = unigram_entropy(load_run_data(loop_run).train)
-looped["stalled"] = (looped["fixed_loss"] - floor).abs() < 0.05
-print(f"unigram entropy of the training tokens: {floor:.4f} nats; runs that ended within 0.05 nats of it "
+looped["stalled"] = (looped[primary_metric] - floor).abs() < looped_study.STALL_NATS
+
+# The grid each cell should have (the study's, with any extension its runs asked for; the quick build's own),
+# and the seeds that finished all of it for a rule: only those give a slope over N.
+grid = ({(v, n): sorted(lrs) for v in loop_variants for n in loops} if train_looped
+        else {cell: rates for cell, rates in looped_study.current_grid(looped).items()
+              if cell[0] in loop_variants and cell[1] in loops})
+have = set(zip(looped["variant"], looped["loops"], looped["lr"], looped["seed"]))
+complete = {(v, seed) for v in loop_variants for seed in wanted_seeds
+            if all((v, n, lr, seed) in have for (rule, n), rates in grid.items() if rule == v for lr in rates)}
+missing = sum(1 for (v, n), rates in grid.items() for lr in rates for seed in wanted_seeds if (v, n, lr, seed) not in have)
+print(f"{len(looped)} finished runs; {missing} of the grid's {len(looped) + missing} not finished yet"
+      + ("" if not missing else " (`bash scripts/looped_study.sh` resumes them)") + ". Seeds complete per rule: "
+      + "; ".join(f"{v} {sorted(s for r, s in complete if r == v)}" for v in loop_variants) + ".")
+print(f"unigram entropy of the training tokens: {floor:.4f} nats; runs within {looped_study.STALL_NATS} nats of it "
       f"(stalled): {int(looped['stalled'].sum())} of {len(looped)}; diverged (no final loss): "
-      f"{int(looped['fixed_loss'].isna().sum())}")
-stalled_runs = looped.groupby(["variant", "lr"])["stalled"].sum().unstack("lr").loc[loop_variants]
-tables.reader_table(stalled_runs.rename(columns=lambda lr: f"lr {lr:g}"), "05_looped_stalled", figures_dir, full=looped)
+      f"{int(looped[primary_metric].isna().sum())}")
+commits = looped["git_commit"].unique() if "git_commit" in looped else []
+print(f"trained at {len(commits)} commit(s): "
+      + ", ".join(sorted(c[:12] + ("+dirty" if c.endswith("+dirty") else "") for c in commits)))
+curves = looped.groupby(["variant", "loops", "lr"], as_index=False).agg(
+    loss=(primary_metric, "mean"), seeds=("seed", "count"), stalled=("stalled", "sum"))
+tables.reader_table(curves, "05_looped_cells", figures_dir, index=False,
+                    formats={"lr": "{:.3g}", "loss": "{:.4f}"},
+                    rename={"loops": "N", "loss": f"{primary_metric} (mean)", "stalled": "stalled runs"})
 
 # %%
 fig, axes = plt.subplots(1, len(loop_variants), figsize=(4.2 * len(loop_variants), 3.6), sharey=True, squeeze=False)
 for ax, variant in zip(axes[0], loop_variants):
-    sns.lineplot(data=curves[curves["variant"] == variant], x="lr", y="fixed_loss", hue="loops", marker="o",
+    sns.lineplot(data=curves[curves["variant"] == variant], x="lr", y="loss", hue="loops", marker="o",
                  palette="viridis", legend="brief" if ax is axes[0, -1] else False, ax=ax)
     ax.axhline(floor, color="grey", linestyle="--", linewidth=1, label="unigram entropy")
     plots.log_axis(ax, "x")
@@ -309,38 +333,47 @@ plots.legend_outside(axes[0, -1], title="loops N")
 fig.suptitle("Looped models: held-out loss over the learning rate, per residual scaling and loop count N")
 plots.show_figure(fig, "05_looped_lr_transfer", figures_dir)
 
-# %%
-finite = curves.dropna(subset=["fixed_loss"])
-best = finite.loc[finite.groupby(["variant", "loops"])["fixed_loss"].idxmin()]
-best_lr = best.pivot(index="variant", columns="loops", values="lr").loc[loop_variants]
-tables.reader_table(best_lr.rename(columns=lambda n: f"N = {n}"), "05_looped_best_lr", figures_dir,
-                    formats=dict.fromkeys((f"N = {n}" for n in best_lr), "{:g}"))
-
 # %% [markdown]
-# The grid steps by 2×, so the best grid point alone says little. Below, each optimum is the vertex of a
-# parabola in log₂(lr) fitted to the seed-mean curve around its minimum, with a 95 % bootstrap interval over
-# seeds (the same seeds resampled for every lr and N), and per rule the slope of log₂(optimum) against log₂(N):
-# 0 means the learning rate transfers across loop counts, −1 that it halves each time N doubles.
+# The estimator stated above, on the seeds that finished every cell of a rule: per seed and cell the grid argmin
+# and the parabola vertex through it and its two neighbours; per seed and rule the slope of log₂(optimum) on
+# log₂ N; over seeds its mean, 95 % t-interval, p against 0 and the TOST p for a slope within ±1/6 per doubling.
+# Then the same with stalled runs left out, and the loss at each seed's optimum, 1/N against 1/√N.
 
 # %%
-# only seeds that finished the whole lr × N grid of every rule: a bootstrap over seeds needs each seed complete
-cells_per_seed = looped.groupby("seed").size()
-complete_seeds = cells_per_seed[cells_per_seed == len(loop_variants) * len(loops) * len(lrs)].index.tolist()
-print(f"seeds with the whole grid: {complete_seeds}"
-      + (f" (left out, unfinished: {sorted(set(cells_per_seed.index) - set(complete_seeds))})"
-         if len(complete_seeds) < len(cells_per_seed) else ""))
-optima, transfer = stats.lr_transfer(looped[looped["seed"].isin(complete_seeds)], n_boot=loop_boot)
-tables.reader_table(optima, "05_looped_optima", figures_dir, index=False,
-                    columns=["variant", "loops", "best_lr", "best_lr_low", "best_lr_high", "at_edge", "seeds"],
-                    formats={"best_lr": "{:.2g}", "best_lr_low": "{:.2g}", "best_lr_high": "{:.2g}"},
-                    rename={"loops": "N", "best_lr": "optimum lr", "best_lr_low": "95 % low",
-                            "best_lr_high": "95 % high", "at_edge": "at grid edge"})
+usable = looped[[(v, s) in complete for v, s in zip(looped["variant"], looped["seed"])]]
+if usable.empty:  # the estimator reads whole seeds; until one is in, the page shows the runs so far
+    print(f"No seed has finished every cell of any rule under {loop_root} yet: no optimum or slope is estimated "
+          "(`bash scripts/looped_study.sh` resumes the study).")
+    usable = looped.iloc[:0]
+verdicts = {}
+for label, exclude in (("all runs", False), ("stalled runs excluded", True)):
+    optima = looped_study.seed_optima(usable, primary_metric, exclude_stalled=exclude)
+    verdicts[label] = looped_study.transfer_verdicts(looped_study.seed_slopes(optima))
+    if not exclude:
+        seed_optima = optima
+optima_table = seed_optima.groupby(["variant", "loops"], as_index=False).agg(
+    seeds=("seed", "count"), grid_lr=("grid_lr", "median"),
+    parabola_lr=("parabola_lr", lambda x: float(2 ** np.log2(x.dropna()).mean()) if x.notna().any() else np.nan),
+    at_edge=("at_edge", lambda x: int(x.notna().sum())))
+tables.reader_table(optima_table, "05_looped_optima", figures_dir, index=False, full=seed_optima,
+                    formats={"grid_lr": "{:.3g}", "parabola_lr": "{:.3g}"},
+                    rename={"loops": "N", "grid_lr": "grid optimum (median over seeds)",
+                            "parabola_lr": "parabola optimum (geometric mean)", "at_edge": "seeds on an edge"})
+transfer = pd.concat([t.assign(runs=label) for label, t in verdicts.items()], ignore_index=True)
 tables.reader_table(transfer, "05_looped_transfer", figures_dir, index=False,
-                    columns=["variant", "slope", "slope_low", "slope_high", "fold_change"],
-                    formats={"slope": "{:+.2f}", "slope_low": "{:+.2f}", "slope_high": "{:+.2f}",
-                             "fold_change": "{:.2g}"},
-                    rename={"slope": "slope (log₂ lr per doubling of N)", "slope_low": "95 % low",
-                            "slope_high": "95 % high", "fold_change": "optimum N=8 / N=1"})
+                    columns=["runs", "variant", "estimator", "seeds", "slope", "ci_low", "ci_high", "p",
+                             "p_equivalent", "fold_change", "verdict"],
+                    formats={"slope": "{:+.2f}", "ci_low": "{:+.2f}", "ci_high": "{:+.2f}", "fold_change": "{:.2g}"},
+                    rename={"slope": "slope (log₂ lr per doubling of N)", "ci_low": "95 % low", "ci_high": "95 % high",
+                            "p_equivalent": "TOST p (±1/6)", "fold_change": "optimum N=8 / N=1"})
+
+# %%
+trainable = looped_study.trainability(seed_optima) if {"scaled", "scaled_loops"} <= set(seed_optima["variant"]) \
+    else pd.DataFrame(columns=["loops", "seeds", "gap", "ci_low", "ci_high", "p", "p_holm", "note"])
+tables.reader_table(trainable, "05_looped_trainability", figures_dir, index=False,
+                    formats={"gap": "{:+.4f}", "ci_low": "{:+.4f}", "ci_high": "{:+.4f}"},
+                    rename={"loops": "N", "gap": "scaled_loops − scaled at the optimum (nats)", "ci_low": "95 % low",
+                            "ci_high": "95 % high", "p": "paired p", "p_holm": "Holm p"})
 
 # %% [markdown]
 # ## Provenance
@@ -377,11 +410,14 @@ if wide is not None:  # `common`: the methods at both widths, from the side-by-s
           f"{wide.loc['standard', 'loss']:.4f}.")
 stalled = looped.groupby("variant")["stalled"].sum()
 print("Looped runs that stalled at the unigram level: "
-      + ", ".join(f"{v} {int(stalled[v])} of {int((looped['variant'] == v).sum())}" for v in loop_variants) + ".")
-for row in transfer.itertuples():
-    moves = row.slope_low > 1e-6 or row.slope_high < -1e-6  # the interval excludes 0 (beyond fit rounding)
-    edges = optima[(optima["variant"] == row.variant) & optima["at_edge"]]["loops"].tolist()
-    print(f"{row.variant}: the optimum changes by {row.fold_change:.2g}x over N = {row.loops} (slope "
-          f"{row.slope:+.2f} per doubling, 95 % [{row.slope_low:+.2f}, {row.slope_high:+.2f}]): "
-          + ("it moves with N" if moves else "consistent with a learning rate that transfers across N")
-          + (f"; at the grid's edge for N = {edges}, so the grid does not span that optimum." if edges else "."))
+      + ", ".join(f"{v} {int(stalled.get(v, 0))} of {int((looped['variant'] == v).sum())}" for v in loop_variants) + ".")
+for row in transfer[transfer["estimator"] == "parabola"].itertuples():
+    if row.verdict == "too few seeds":
+        print(f"{row.variant} ({row.runs}): {row.seeds} seed(s) with a slope, too few for a verdict.")
+        continue
+    print(f"{row.variant} ({row.runs}, {row.seeds} seeds): the optimum moves by {row.fold_change:.2g}x from N = 1 to 8 "
+          f"(slope {row.slope:+.2f} per doubling, 95 % [{row.ci_low:+.2f}, {row.ci_high:+.2f}], TOST p "
+          f"{row.p_equivalent:.2g}): {row.verdict}.")
+for row in trainable.dropna(subset=["p"]).itertuples():
+    print(f"N = {row.loops}: 1/N's loss at its optimum is {row.gap:+.4f} nats below 1/√N's (95 % [{row.ci_low:+.4f}, "
+          f"{row.ci_high:+.4f}], Holm p {row.p_holm:.2g}).")

@@ -1,4 +1,4 @@
-"""rrlib.stats: the paper's headline and Welch statistics, paired tests, Holm, edge cases, verdicts."""
+"""rrlib.report.stats: the paper's headline and Welch statistics, paired tests, Holm, edge cases, verdicts."""
 import warnings
 
 import numpy as np
@@ -78,7 +78,7 @@ def test_paired_test_is_stronger_than_welch_on_the_paper(paper_table):
     table = paper_table
     top = table[table["size"].isin(["590M", "1B"])]
     assert (top["paired_p"] < top["welch_p"]).all()
-    assert (top["paired_n"] == 3).all() and (top["note"] == "").all()
+    assert (top["paired_n"] == 3).all() and (top["note"] == "no bootstrap: 3 seeds give 10 distinct resamples").all()
 
 
 def test_holm_against_hand_computation():
@@ -97,8 +97,11 @@ def test_holm_covers_the_whole_family(paper_table):
     assert list(table["significant"]) == list(table["p_holm"] < 0.05)
 
 
+REVIEW8, HIGHWAY8 = [1.50, 1.47, 1.52, 1.49, 1.48, 1.46, 1.51, 1.50], [1.51, 1.49, 1.525, 1.51, 1.50, 1.47, 1.53, 1.50]
+
+
 def test_bootstrap_is_seeded_and_brackets_the_gap():
-    df = runs(review=[1.50, 1.47, 1.52, 1.49, 1.48], highway=[1.51, 1.49, 1.525, 1.51, 1.50])
+    df = runs(review=REVIEW8, highway=HIGHWAY8)
     a, b = stats.compare(df, seed=3), stats.compare(df, seed=3)
     assert a[["boot_low", "boot_high"]].equals(b[["boot_low", "boot_high"]])
     # a short bootstrap, so that another seed visibly moves the percentiles
@@ -106,8 +109,56 @@ def test_bootstrap_is_seeded_and_brackets_the_gap():
     assert len(set(short)) > 1
     first = a.iloc[0]
     assert first["boot_low"] < first["paired_gap"] < first["boot_high"]
-    diffs = np.subtract([1.51, 1.49, 1.525, 1.51, 1.50], [1.50, 1.47, 1.52, 1.49, 1.48])
+    diffs = np.subtract(HIGHWAY8, REVIEW8)
     assert diffs.min() <= first["boot_low"] and first["boot_high"] <= diffs.max()
+
+
+def test_the_bootstrap_is_skipped_where_few_seeds_make_its_percentiles_single_resamples():
+    assert stats.distinct_resamples([3]) == 10 and stats.distinct_resamples([5]) == 126
+    assert stats.distinct_resamples([3, 3]) == 100
+    assert [n for n in range(2, 12) if stats.bootstrap_allowed([n])] == list(range(7, 12))
+    assert not stats.bootstrap_allowed([5], alpha=0.05) and stats.bootstrap_allowed([5], alpha=0.5)
+    five = stats.compare(runs(review=REVIEW8[:5], highway=HIGHWAY8[:5])).iloc[0]
+    assert np.isnan(five["boot_low"]) and np.isnan(five["boot_high"]) and np.isfinite(five["ci_low"])
+    assert "no bootstrap: 5 seeds give 126 distinct resamples" in five["note"]
+    eight = stats.compare(runs(review=REVIEW8, highway=HIGHWAY8)).iloc[0]
+    assert np.isfinite(eight["boot_low"]) and "bootstrap" not in eight["note"]
+
+
+def test_the_detectable_gap_has_the_power_it_claims():
+    rng = np.random.default_rng(0)
+    sd, n = 0.02, 5
+    mde = stats.detectable_gap(sd, n)
+    # simulated paired t-tests at that true gap reject about 80 % of the time, at half of it far less often
+    def power(gap, trials=4000):
+        d = rng.normal(gap, sd, (trials, n))
+        return (sps.ttest_1samp(d, 0, axis=1).pvalue < 0.05).mean()
+    assert power(mde) == pytest.approx(0.8, abs=0.025)
+    assert power(mde / 2) < 0.45
+    assert stats.detectable_gap(sd, 20) < mde / 2  # more seeds resolve smaller gaps
+    assert np.isnan(stats.detectable_gap(0.0, 5)) and np.isnan(stats.detectable_gap(sd, 1))
+    row5 = stats.compare(runs(review=REVIEW8[:5], highway=HIGHWAY8[:5])).iloc[0]
+    sd5 = np.std(np.subtract(HIGHWAY8[:5], REVIEW8[:5]), ddof=1)
+    assert row5["mde"] == pytest.approx(stats.detectable_gap(sd5, 5))
+
+
+def test_equivalence_is_two_one_sided_tests():
+    d = np.array([0.001, -0.002, 0.0015, 0.0, -0.001])
+    p = stats.equivalence_p(d, 0.01)
+    se = d.std(ddof=1) / np.sqrt(5)
+    assert p == pytest.approx(max(sps.t.sf((d.mean() + 0.01) / se, 4), sps.t.cdf((d.mean() - 0.01) / se, 4)))
+    assert p < 0.05 and stats.equivalence_p(d, 0.001) > 0.05
+    assert stats.equivalence_p(d + 0.02, 0.01) > 0.5  # a real difference is not equivalent
+
+
+def test_the_other_metric_stands_beside_every_comparison():
+    df = runs(review=REVIEW8, highway=HIGHWAY8).assign(fixed_loss=lambda t: t["val_loss"])
+    df.loc[df["variant"] == "highway", "val_loss"] = REVIEW8  # no gap at all on the second metric
+    df.loc[(df["variant"] == "highway") & (df["seed"] == 0), "val_loss"] += 1e-3
+    table = stats.compare_metrics(df, "fixed_loss", "val_loss").iloc[0]
+    assert table["significant"] and not table["significant_val_loss"]
+    assert table["metrics_note"] == "significant with fixed_loss only"
+    assert table["p_val_loss"] == pytest.approx(stats.compare(df, "val_loss").iloc[0]["p"])
 
 
 def test_missing_seed_pairs_on_the_intersection():
@@ -152,7 +203,7 @@ def test_identical_differences_give_no_paired_test_and_no_warnings():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         result = stats.compare(runs(review=[1.2, 1.1, 1.0], highway=[1.3, 1.2, 1.1])).iloc[0]
-    assert result["note"] == "identical paired differences: no paired test"
+    assert result["note"].split("; ")[0] == "identical paired differences: no paired test"
     assert np.isnan(result["paired_p"]) and result["test"] == "welch" and result["p"] == result["welch_p"]
 
 
@@ -287,39 +338,3 @@ def test_gap_factors_refuses_collinear_size_and_tokens():
     df["tokens_per_param"] = 1 / df["params_M"]  # the paper's design: tokens per parameter fall as size grows
     out = gap_factors(df)
     assert out["coef"].isna().all() and (out["note"] == "size and tokens/param are collinear").all()
-
-
-def _lr_curves(optimum_of_n, seeds=range(4), noise=0.002):
-    """Loss = (log2 lr − log2 optimum(N))² / 20 + 2 plus seed noise, over a 2x grid."""
-    rng = np.random.default_rng(3)
-    lrs = [0.0005 * 2 ** k for k in range(7)]
-    rows = []
-    for rule, opt in optimum_of_n.items():
-        for n in (1, 2, 4, 8):
-            for seed in seeds:
-                for lr in lrs:
-                    loss = (np.log2(lr) - np.log2(opt(n))) ** 2 / 20 + 2 + rng.normal(0, noise)
-                    rows.append({"variant": rule, "loops": n, "lr": lr, "seed": seed, "fixed_loss": loss})
-    return pd.DataFrame(rows)
-
-
-def test_lr_transfer_finds_an_optimum_between_grid_points_and_whether_it_moves_with_n():
-    from rrlib.report.stats import lr_transfer
-
-    runs = _lr_curves({"transfers": lambda n: 0.003, "halves": lambda n: 0.012 / n})
-    optima, trends = lr_transfer(runs, n_boot=200)
-    fixed = optima[optima["variant"] == "transfers"]
-    assert np.allclose(fixed["best_lr"], 0.003, rtol=0.1)  # between the grid's 0.002 and 0.004
-    assert set(fixed["grid_best_lr"]) <= {0.002, 0.004}
-    assert ((fixed["best_lr_low"] <= fixed["best_lr"]) & (fixed["best_lr"] <= fixed["best_lr_high"])).all()
-    t = trends.set_index("variant")
-    assert t.loc["transfers", "slope_low"] < 0 < t.loc["transfers", "slope_high"]
-    assert t.loc["halves", "slope"] == pytest.approx(-1, abs=0.1) and t.loc["halves", "slope_high"] < -0.5
-    assert t.loc["halves", "fold_change"] == pytest.approx(1 / 8, rel=0.2)
-
-
-def test_lr_transfer_reads_an_optimum_at_the_grids_edge_as_that_edge():
-    from rrlib.report.stats import lr_transfer
-
-    optima, _ = lr_transfer(_lr_curves({"too_high": lambda n: 0.5}), n_boot=50)
-    assert optima["at_edge"].all() and np.allclose(optima["best_lr"], 0.032)

@@ -25,6 +25,7 @@ import yaml
 from ..model import count_params
 from ..runs.config import PROJECT_ROOT, ConfigError, project_path
 from ..runs.presets import load_preset
+from . import readme
 from .index import abstract, rendered_pages, write_index
 from .inputs import cost_text, missing_runs, page_inputs, read_inputs, write_inputs
 from .notebooks import NOTEBOOKS, QUICK_SIZES, declared_parameters, notebook_source, parameter_values, shown
@@ -121,6 +122,7 @@ def main(argv=None) -> int:
         load_preset(size)  # an unknown size fails here, before anything runs
     paper_csv = project_path(args.paper_csv)
     common = {"out_root": shown(runs), "local_out_root": shown(build / "runs"),
+              "loop_root": shown(runs.parent / "looped_grid"),  # the looped study's runs, beside the others
               "figures_dir": shown(out / "figures"), "paper_csv": shown(paper_csv),
               **extra_parameters(args.param)}
 
@@ -167,6 +169,9 @@ def main(argv=None) -> int:
                 write_inputs(out, built)
             print(f"[report] {stem}: done in {time.perf_counter() - t0:.0f} s", flush=True)
     index = write_index(out, abstract(runs, sizes, paper_csv))
+    if out == project_path("paper"):  # the committed report: the README's result tables follow its tables
+        if readme.update(project_path("README.md"), out / "tables"):
+            print("[report] README.md: result tables regenerated from paper/tables", flush=True)
     print(f"[report] {len(rendered_pages(out))} pages, {len(list((out / 'figures').glob('*.png')))} figures, "
           f"{time.perf_counter() - start:.0f} s: {shown(index)}")
     return 0

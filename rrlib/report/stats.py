@@ -10,21 +10,31 @@ are paired by seed: seed-to-seed noise is shared, and the per-seed differences c
 Welch test treats that shared noise as error and loses most of its power at three seeds. We keep Welch
 (for fidelity) and add beside it the paired t-test over the seeds both variants have, which is the
 primary test here, with Holm's step-down correction over the whole family of (size, baseline)
-comparisons, since the report reads many p-values at once. Paired CIs, a seeded bootstrap, Cohen's d and
-the paired d_z come with every comparison. With two or three seeds all of these are rough; the
-bootstrap in particular can only resample those few seeds.
+comparisons, since the report reads many p-values at once. Paired CIs, Cohen's d and the paired d_z come
+with every comparison, and so does the smallest gap the design could have detected (`mde`), so that "no
+difference" is never read from a test that could not have seen one.
+
+When the bootstrap is not used. A percentile bootstrap over n seeds can only draw the C(2n − 1, n) distinct
+multisets of those seeds, so its 2.5 % limit is one of few values: at three seeds 10 resamples, at five 126.
+`bootstrap_allowed` asks for at least `MIN_TAIL_RESAMPLES` distinct resamples beyond each limit
+(C(2n − 1, n)·α/2 ≥ 25, i.e. seven or more seeds at α = 0.05); below that `compare` leaves the bootstrap
+columns empty, with a note, and the t-interval is the interval.
 """
+import math
 import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from scipy import stats
+from scipy.optimize import brentq
 
 REQUIRED = ("size", "variant", "seed", "params_M")
 ALIASES = {"review_neutral": "review"}  # the paper's name for our `review`
 TESTED = ("welch_t", "welch_df", "welch_p", "welch_p_one", "paired_t", "paired_df", "paired_p", "paired_p_one",
-          "cohen_d", "d_z", "test", "p", "ci_low", "ci_high", "boot_low", "boot_high")  # NaN until computed
+          "cohen_d", "d_z", "test", "p", "ci_low", "ci_high", "mde", "boot_low", "boot_high")  # NaN until computed
+MIN_TAIL_RESAMPLES = 25  # distinct bootstrap resamples wanted beyond each percentile limit
+POWER = 0.8  # the power at which `mde` is the smallest detectable gap
 
 
 def finished_runs(df: pd.DataFrame) -> pd.DataFrame:
@@ -185,73 +195,6 @@ def gap_factors(df, metric: str = "val_loss", reference: str = "review", alpha: 
     return pd.DataFrame(rows)
 
 
-def _log2_optimum(log_lr: np.ndarray, loss: np.ndarray, window: int = 2) -> float:
-    """Vertex of a parabola in log2(lr) through the grid minimum and up to ``window`` points on each side.
-
-    Falls back to the grid minimum itself where the fit is not a valley (too few points, or no curvature); the
-    vertex is kept inside the fitted points, so an optimum at the grid's edge reads as that edge.
-    """
-    finite = ~np.isnan(loss)
-    log_lr, loss = log_lr[finite], loss[finite]
-    if not len(loss):
-        return np.nan
-    best = int(np.argmin(loss))
-    lo, hi = max(0, best - window), min(len(loss), best + window + 1)
-    x, y = log_lr[lo:hi], loss[lo:hi]
-    if len(x) < 3:
-        return float(log_lr[best])
-    a, b, _ = np.polyfit(x, y, 2)
-    if a <= 0:
-        return float(log_lr[best])
-    return float(np.clip(-b / (2 * a), x.min(), x.max()))
-
-
-def lr_transfer(runs: pd.DataFrame, metric: str = "fixed_loss", group: str = "variant", n_boot: int = 2000,
-                alpha: float = 0.05, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Does the best learning rate move with the loop count N? Optima with bootstrap intervals, and their trend.
-
-    ``runs`` has one row per run with ``group`` (the rule), ``loops`` (N), ``lr``, ``seed`` and ``metric``.
-    For each (rule, N) the optimum is the vertex of a parabola in log2(lr) fitted to the seed-mean curve near its
-    minimum (``_log2_optimum``). Seeds are resampled with replacement, the same seeds for every lr and N (a seed
-    fixes the batches of all of them), and the optimum refitted: its (1 − alpha) percentile interval. The trend is
-    the least-squares slope of log2(optimum) on log2(N) per rule, with the same bootstrap: 0 means the rate
-    transfers; −1 means it halves each time N doubles.
-    Returns (optima: rule, loops, grid_best_lr, best_lr, best_lr_low, best_lr_high, at_edge, seeds;
-    trends: rule, slope, slope_low, slope_high, fold_change over the N range).
-    """
-    rng = np.random.default_rng(seed)
-    optima, trends = [], []
-    for rule, part in runs.groupby(group, sort=False):
-        table = part.pivot_table(index=["loops", "lr"], columns="seed", values=metric, aggfunc="mean")
-        seeds = np.array(table.columns)
-        loops = sorted(table.index.get_level_values("loops").unique())
-
-        def fit(chosen):
-            out = {}
-            for n in loops:
-                curve = table.loc[n].sort_index()
-                mean = curve[chosen].mean(axis=1, skipna=False).to_numpy()  # a diverged seed makes that lr NaN
-                out[n] = _log2_optimum(np.log2(curve.index.to_numpy(dtype=float)), mean)
-            return out
-
-        point = fit(seeds)
-        boots = [fit(rng.choice(seeds, len(seeds))) for _ in range(n_boot)]
-        x = np.log2(np.array(loops, dtype=float))
-        slope = lambda opt: np.polyfit(x, [opt[n] for n in loops], 1)[0] if len(loops) > 1 else np.nan
-        q = [100 * alpha / 2, 100 * (1 - alpha / 2)]
-        for n in loops:
-            curve = table.loc[n].sort_index().mean(axis=1, skipna=False)
-            grid_best = float(curve.idxmin()) if curve.notna().any() else np.nan
-            low, high = np.nanpercentile([b[n] for b in boots], q)
-            optima.append({group: rule, "loops": n, "grid_best_lr": grid_best, "best_lr": 2 ** point[n],
-                           "best_lr_low": 2 ** low, "best_lr_high": 2 ** high, "seeds": len(seeds),
-                           "at_edge": grid_best in (curve.index.min(), curve.index.max())})
-        s_low, s_high = np.nanpercentile([slope(b) for b in boots], q) if len(loops) > 1 else (np.nan, np.nan)
-        trends.append({group: rule, "slope": slope(point), "slope_low": s_low, "slope_high": s_high,
-                       "fold_change": 2 ** (point[loops[-1]] - point[loops[0]]), "loops": f"{loops[0]}–{loops[-1]}"})
-    return pd.DataFrame(optima), pd.DataFrame(trends)
-
-
 def verdicts(comparison: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
     """A plain-words verdict per size, built from a `compare` table (its primary test and Holm p).
 
@@ -261,7 +204,8 @@ def verdicts(comparison: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
     comparison = comparison.assign(tested_gap=_tested_gap(comparison))
     rows = []
     for size, group in comparison.groupby("size", sort=False):
-        parts = [f"vs {r.baseline}: {_verdict(r, alpha)}" for r in group.itertuples()]
+        parts = [f"vs {r.baseline}: {_verdict(r, alpha)}" + (f" [{r.metrics_note}]" if getattr(r, "metrics_note", "")
+                                                             else "") for r in group.itertuples()]
         rows.append({"size": size, "verdict": "; ".join(parts)})
     return pd.DataFrame(rows)
 
@@ -328,7 +272,13 @@ def _compare_one(ref: pd.Series, base: pd.Series, reference: str, baseline: str,
                    paired_p_one=stats.ttest_rel(pb, pr, alternative="greater").pvalue,
                    d_z=diffs.mean() / diffs.std(ddof=1), test="paired", p=paired.pvalue,
                    ci_low=ci.low, ci_high=ci.high)
-    if n_boot and row["test"] != "none":
+    if row["test"] == "paired":
+        row["mde"] = detectable_gap(diffs.std(ddof=1), k, alpha)
+    sizes = [k] if row["test"] == "paired" else [n_ref, n_base]
+    if n_boot and row["test"] != "none" and not bootstrap_allowed(sizes, alpha):
+        notes.append(f"no bootstrap: {' × '.join(map(str, sizes))} seeds give {distinct_resamples(sizes)} "
+                     "distinct resamples")
+    elif n_boot and row["test"] != "none":
         rng = np.random.default_rng(seed)  # fresh per comparison, so results do not depend on row order
         if row["test"] == "paired":  # resample seeds, keeping each seed's pair together
             boots = rng.choice(diffs, (n_boot, k)).mean(1)
@@ -336,6 +286,60 @@ def _compare_one(ref: pd.Series, base: pd.Series, reference: str, baseline: str,
             boots = rng.choice(b, (n_boot, n_base)).mean(1) - rng.choice(r, (n_boot, n_ref)).mean(1)
         row["boot_low"], row["boot_high"] = np.percentile(boots, [100 * alpha / 2, 100 * (1 - alpha / 2)])
     return {**row, "note": "; ".join(notes)}
+
+
+def distinct_resamples(sizes) -> int:
+    """How many different resamples a bootstrap can draw: per group of n, the C(2n − 1, n) multisets."""
+    return math.prod(math.comb(2 * n - 1, n) for n in sizes)
+
+
+def bootstrap_allowed(sizes, alpha: float = 0.05) -> bool:
+    """Whether a percentile bootstrap over groups of these sizes has enough distinct resamples beyond each of
+    its (1 − alpha) limits to be more than a single resample (the rule in the module docstring)."""
+    return min(sizes) >= 2 and distinct_resamples(sizes) * alpha / 2 >= MIN_TAIL_RESAMPLES
+
+
+def detectable_gap(sd_diff: float, n: int, alpha: float = 0.05, power: float = POWER) -> float:
+    """The smallest true mean paired difference a two-sided paired t-test over ``n`` seeds detects with
+    ``power`` at level ``alpha``, given the SD of the paired differences (from the noncentral t; the observed SD
+    stands in for the true one, so this is the design's resolution at the noise it met)."""
+    if n < 2 or not np.isfinite(sd_diff) or sd_diff <= 0:
+        return np.nan
+    dof = n - 1
+    crit = stats.t.ppf(1 - alpha / 2, dof)
+
+    def shortfall(delta):  # power at standardised effect delta (mean / (sd / sqrt n)) minus the target
+        wrong_side = np.nan_to_num(stats.nct.cdf(-crit, dof, delta))  # NaN where it underflows past 1e-16
+        return stats.nct.sf(crit, dof, delta) + wrong_side - power
+
+    high = 2 * crit + 4
+    while shortfall(high) < 0:
+        high *= 1.5
+    return float(brentq(shortfall, 0.0, high) * sd_diff / math.sqrt(n))
+
+
+def equivalence_p(diffs, margin: float) -> float:
+    """TOST p-value that the mean of ``diffs`` lies within ±``margin``: the larger of the two one-sided
+    t-tests' p. Below alpha, the (1 − 2·alpha) interval lies inside the margin: "no difference larger than it"."""
+    d = np.asarray(diffs, dtype=float)
+    if len(d) < 2 or _flat(d):
+        return np.nan
+    se, dof = d.std(ddof=1) / math.sqrt(len(d)), len(d) - 1
+    return float(max(stats.t.sf((d.mean() + margin) / se, dof), stats.t.cdf((d.mean() - margin) / se, dof)))
+
+
+def compare_metrics(df, primary: str = "fixed_loss", secondary: str = "val_loss", **kwargs) -> pd.DataFrame:
+    """`compare` on the primary metric, with the secondary metric's p and Holm p beside each row and a note
+    where the two disagree on significance, so that no verdict holds for one metric silently."""
+    main = compare(df, primary, **kwargs)
+    other = compare(df, secondary, **kwargs)[["size", "baseline", "p", "p_holm", "significant"]]
+    out = main.merge(other.rename(columns={"p": f"p_{secondary}", "p_holm": f"p_holm_{secondary}",
+                                           "significant": f"significant_{secondary}"}),
+                     on=["size", "baseline"], how="left")
+    differs = out["significant"] != out[f"significant_{secondary}"].fillna(False).astype(bool)
+    out["metrics_note"] = np.where(differs, np.where(out["significant"], f"significant with {primary} only",
+                                                     f"significant with {secondary} only"), "")
+    return out
 
 
 def _flat(x: np.ndarray) -> bool:
@@ -349,11 +353,12 @@ def _verdict(r, alpha: float) -> str:
     if r.significant:
         side = "better" if r.tested_gap > 0 else "worse"
         return f"Review {side} by {abs(r.tested_gap):.4f}, significant after Holm correction (p_holm={_p(r.p_holm)})"
+    detectable = f"; the design detects {r.mde:.4f} with 80 % power" if np.isfinite(getattr(r, "mde", np.nan)) else ""
     if r.p < 2 * alpha and r.tested_gap > 0:
-        return f"trend favouring Review by {r.tested_gap:.4f} (p={_p(r.p)}, not significant after Holm)"
+        return f"trend favouring Review by {r.tested_gap:.4f} (p={_p(r.p)}, not significant after Holm{detectable})"
     if r.p < 2 * alpha:
-        return f"Review worse by {-r.tested_gap:.4f} (p={_p(r.p)}, not significant after Holm)"
-    return f"no gain (gap {r.tested_gap:+.4f}, p={_p(r.p)})"
+        return f"Review worse by {-r.tested_gap:.4f} (p={_p(r.p)}, not significant after Holm{detectable})"
+    return f"no gain (gap {r.tested_gap:+.4f}, p={_p(r.p)}{detectable})"
 
 
 def _p(p: float) -> str:

@@ -1,0 +1,269 @@
+"""The looped learning-rate transfer study: its grid, and the estimator it is judged by, fixed before its runs.
+
+The claim under test (arXiv 2606.18524): with each sublayer's update scaled by ε = λ/(N·√(L/12)), the best
+learning rate of a looped model (L unique blocks applied N times) depends on L only, not on N. The study trains
+`scaled` (that 1/N rule), `scaled_loops` (the 1/√N rule it is compared with) and `review` at N ∈ {1, 2, 4, 8}.
+
+The grid. Learning rates lie on one lattice, 0.001·2^(k/2) (neighbours √2 apart). Each (rule, N) cell gets
+seven consecutive lattice points (8× in all) centred on where the first study of this question (a 2× grid, three
+seeds) put that cell's optimum, and five seeds. A cell is extended by two lattice points beyond an edge when at
+least two seeds, or the seed mean, have their lowest loss on that edge point (`extension`); the study script
+applies that rule until no cell asks for more, at the same commit, before anything is analysed.
+
+The estimator, stated before the runs (the primary metric is the fixed held-out loss, `fixed_loss`):
+
+1. Per seed and cell, the optimum is the grid point of lowest loss (`grid_lr`) and, primary, the vertex of the
+   parabola in log2(lr) through that point and its two neighbours (`parabola_lr`). With its lowest point in the
+   middle the parabola is convex and its vertex lies between the neighbours. A minimum on the grid's edge is not
+   bracketed: that seed has no parabola optimum in that cell (and the grid is extended, above).
+2. Per seed and rule, the least-squares slope of log2(optimum) on log2(N) over the four loop counts: 0 means the
+   rate transfers, −1 that it halves each time N doubles.
+3. Over seeds, the mean slope with its t-interval (n − 1 degrees of freedom). The rule *moves with N* if the
+   95 % interval excludes 0; it *transfers* if a two-one-sided test (TOST, α = 0.05) puts the slope within
+   ±1/6 per doubling, i.e. the optimum at N = 8 within a factor √2 (one grid step) of the one at N = 1;
+   otherwise the test is *undecided*. No bootstrap: with five seeds it has 126 distinct resamples and its
+   percentiles sit on single resamples (see `rrlib.report.stats.bootstrap_allowed`).
+4. Stalled runs (final loss within 0.05 nats of the training tokens' unigram entropy: they learned byte
+   frequencies only) are counted per cell. The verdict is computed with them and, beside it, with them
+   excluded (a stalled run's learning rate is then missing for that seed).
+5. Trainability (the same paper: 1/N trains better than 1/√N): per N, each rule's loss at its per-seed grid
+   optimum, `scaled` against `scaled_loops` paired over seeds, Holm-corrected over the loop counts where the two
+   rules differ (at N = 1 they are the same model).
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+RULES = ("scaled", "scaled_loops", "review")
+LOOPS = (1, 2, 4, 8)
+SEEDS = (0, 1, 2, 3, 4)
+OUT_ROOT = "outputs/looped_grid"  # one run-folder root per learning rate: OUT_ROOT/lr<lr>/looped<N>/<rule>/seed<k>
+BASE_LR = 0.001  # lattice origin: lr = BASE_LR · 2^(k/2)
+STALL_NATS = 0.05  # a run within this of the unigram entropy stalled
+TRANSFER_MARGIN = 0.5 / math.log2(LOOPS[-1] / LOOPS[0])  # ±1/6 per doubling: √2 over N = 1 → 8
+
+# Lattice index k of each cell's first grid point; the cell spans k … k + 6. From the first study's optima:
+# scaled and scaled_loops near 0.002 at every N; review at 0.01, 0.017, 0.0075 and 0.0025 for N = 1, 2, 4, 8.
+FIRST_K = {("scaled", n): -1 for n in LOOPS} | {("scaled_loops", n): -1 for n in LOOPS} | {
+    ("review", 1): 4, ("review", 2): 5, ("review", 4): 3, ("review", 8): 0}
+POINTS = 7
+OPTIMA_COLUMNS = ["variant", "loops", "seed", "points", "grid_lr", "parabola_lr", "best_loss", "at_edge"]
+SLOPE_COLUMNS = ["variant", "seed", "grid", "parabola"]
+VERDICT_COLUMNS = ["variant", "estimator", "seeds", "slope", "ci_low", "ci_high", "p", "p_equivalent", "fold_change",
+                   "verdict"]
+
+
+def lattice_lr(k: int) -> float:
+    """The k-th learning rate of the lattice, rounded to six significant digits (the folder name is its %g)."""
+    return float(f"{BASE_LR * 2 ** (k / 2):.6g}")
+
+
+def lattice_index(lr: float) -> int:
+    return round(2 * math.log2(lr / BASE_LR))
+
+
+def base_grid() -> dict[tuple[str, int], list[float]]:
+    """(rule, N) -> its seven learning rates before any extension."""
+    return {cell: [lattice_lr(k) for k in range(k0, k0 + POINTS)] for cell, k0 in FIRST_K.items()}
+
+
+def seed_optima(runs: pd.DataFrame, metric: str = "fixed_loss", exclude_stalled: bool = False) -> pd.DataFrame:
+    """Per (variant, loops, seed): the grid optimum, the parabola optimum (step 1 above) and the loss there.
+
+    ``runs`` has one row per run: variant, loops, lr, seed, ``metric`` and, for ``exclude_stalled``, a boolean
+    ``stalled``. A diverged run (NaN loss) is missing, as is a stalled one when excluded.
+    """
+    rows = []
+    if runs.empty:
+        return pd.DataFrame(columns=OPTIMA_COLUMNS)
+    for (variant, loops, seed), cell in runs.groupby(["variant", "loops", "seed"], sort=True):
+        if exclude_stalled:
+            cell = cell[~cell["stalled"].astype(bool)]
+        cell = cell.dropna(subset=[metric]).sort_values("lr")
+        lrs, y = cell["lr"].to_numpy(dtype=float), cell[metric].to_numpy(dtype=float)
+        x = np.log2(lrs)
+        row = {"variant": variant, "loops": loops, "seed": seed, "points": len(y), "grid_lr": np.nan,
+               "parabola_lr": np.nan, "best_loss": np.nan, "at_edge": None}
+        if len(y):
+            i = int(np.argmin(y))
+            row.update(grid_lr=float(lrs[i]), best_loss=float(y[i]),
+                       at_edge="low" if i == 0 else "high" if i == len(y) - 1 else None)
+            if row["at_edge"] is None:
+                row["parabola_lr"] = float(2 ** parabola_vertex(x[i - 1:i + 2], y[i - 1:i + 2]))
+        rows.append(row)
+    return pd.DataFrame(rows, columns=OPTIMA_COLUMNS)
+
+
+def parabola_vertex(x: np.ndarray, y: np.ndarray) -> float:
+    """Vertex of the parabola through three points whose middle one is lowest (so it lies between the outer two).
+
+    Equal losses on both sides of the middle give the middle; a flat triple (all equal) has no curvature and
+    reads as the middle too.
+    """
+    a, b, _ = np.polyfit(x, y, 2)
+    return float(x[1]) if a <= 0 else float(np.clip(-b / (2 * a), x[0], x[2]))
+
+
+def seed_slopes(optima: pd.DataFrame) -> pd.DataFrame:
+    """Per (variant, seed): the slope of log2(optimum) on log2(N), for the grid and the parabola optima.
+
+    A seed whose optimum is missing at some N (edge, or every run missing) has no slope for that estimator.
+    """
+    rows = []
+    if optima.empty:
+        return pd.DataFrame(columns=SLOPE_COLUMNS)
+    for (variant, seed), part in optima.groupby(["variant", "seed"], sort=False):
+        x = np.log2(part["loops"].to_numpy(dtype=float))
+        row = {"variant": variant, "seed": seed}
+        for estimator in ("grid", "parabola"):
+            y = np.log2(part[f"{estimator}_lr"].to_numpy(dtype=float))
+            row[estimator] = float(np.polyfit(x, y, 1)[0]) if np.isfinite(y).all() and len(set(x)) > 1 else np.nan
+        rows.append(row)
+    return pd.DataFrame(rows, columns=SLOPE_COLUMNS)
+
+
+def transfer_verdicts(slopes: pd.DataFrame, alpha: float = 0.05, margin: float = TRANSFER_MARGIN,
+                      span: float = math.log2(LOOPS[-1] / LOOPS[0])) -> pd.DataFrame:
+    """Per variant and estimator: mean slope, its t-interval, p (slope 0), the TOST p (|slope| < margin), verdict.
+
+    ``span`` is log2 of the N range, for ``fold_change``: the factor by which the optimum moves over it.
+    """
+    rows = []
+    for variant, part in slopes.groupby("variant", sort=False):
+        for estimator in ("parabola", "grid"):
+            s = part[estimator].dropna().to_numpy(dtype=float)
+            row = {"variant": variant, "estimator": estimator, "seeds": len(s), "slope": np.nan, "ci_low": np.nan,
+                   "ci_high": np.nan, "p": np.nan, "p_equivalent": np.nan, "fold_change": np.nan,
+                   "verdict": "too few seeds"}
+            if len(s) >= 2:
+                mean, se, dof = s.mean(), s.std(ddof=1) / math.sqrt(len(s)), len(s) - 1
+                half = sps.t.ppf(1 - alpha / 2, dof) * se
+                if se > 0:
+                    p = 2 * sps.t.sf(abs(mean) / se, dof)
+                    p_eq = max(sps.t.sf((mean + margin) / se, dof), sps.t.cdf((mean - margin) / se, dof))
+                else:  # every seed gave the same slope
+                    p, p_eq = (1.0 if mean == 0 else 0.0), (0.0 if abs(mean) < margin else 1.0)
+                verdict = ("moves with N" if p < alpha else f"transfers (within ±{margin:.2g} per doubling)"
+                           if p_eq < alpha else "undecided")
+                row.update(slope=mean, ci_low=mean - half, ci_high=mean + half, p=p, p_equivalent=p_eq,
+                           fold_change=2 ** (mean * span), verdict=verdict)
+            rows.append(row)
+    return pd.DataFrame(rows, columns=VERDICT_COLUMNS)
+
+
+def trainability(optima: pd.DataFrame, reference: str = "scaled", baseline: str = "scaled_loops",
+                 alpha: float = 0.05) -> pd.DataFrame:
+    """Per N: baseline − reference of the loss at each seed's grid optimum (positive favours the reference),
+    paired over seeds, with its t-interval, paired p and Holm's p over the N where the two rules differ."""
+    from .stats import holm
+
+    rows = []
+    for loops, part in optima.groupby("loops", sort=True):
+        table = part.pivot(index="seed", columns="variant", values="best_loss")[[reference, baseline]].dropna()
+        d = (table[baseline] - table[reference]).to_numpy(dtype=float)
+        row = {"loops": loops, "seeds": len(d), "gap": d.mean() if len(d) else np.nan, "ci_low": np.nan,
+               "ci_high": np.nan, "p": np.nan, "note": ""}
+        if len(d) >= 2 and np.any(d != 0):
+            se = d.std(ddof=1) / math.sqrt(len(d))
+            half = sps.t.ppf(1 - alpha / 2, len(d) - 1) * se
+            row.update(ci_low=d.mean() - half, ci_high=d.mean() + half,
+                       p=2 * sps.t.sf(abs(d.mean()) / se, len(d) - 1) if se > 0 else 0.0)
+        elif len(d):
+            row["note"] = "the same model at this N" if np.all(d == 0) else "too few seeds"
+        rows.append(row)
+    out = pd.DataFrame(rows)
+    tested = out["p"].notna()
+    out["p_holm"] = np.nan
+    out.loc[tested, "p_holm"] = holm(out.loc[tested, "p"].to_numpy())
+    return out
+
+
+def extension(optima: pd.DataFrame, grid: dict[tuple[str, int], list[float]],
+              min_seeds: int = 2) -> dict[tuple[str, int], list[float]]:
+    """The learning rates to add: two lattice points beyond each edge that holds the lowest loss of at least
+    ``min_seeds`` seeds, or of the seed mean (computed by the caller into ``optima`` rows with seed "mean")."""
+    add = {}
+    for (variant, loops), lrs in grid.items():
+        part = optima[(optima["variant"] == variant) & (optima["loops"] == loops)]
+        ks = sorted(lattice_index(lr) for lr in lrs)
+        new = []
+        for edge, step, k_edge in (("low", -1, ks[0]), ("high", 1, ks[-1])):
+            on_edge = part[part["at_edge"] == edge]
+            if (on_edge["seed"] != "mean").sum() >= min_seeds or (on_edge["seed"] == "mean").any():
+                new += [lattice_lr(k_edge + step), lattice_lr(k_edge + 2 * step)]
+        if new:
+            add[(variant, loops)] = sorted(new)
+    return add
+
+
+def study_runs(out_root: str = OUT_ROOT) -> pd.DataFrame:
+    """Every finished run of the study, with its learning rate and loop count as columns."""
+    from pathlib import Path
+
+    from ..runs.config import project_path
+    from ..runs.sweep import results_table
+
+    frames = []
+    for folder in sorted(project_path(out_root).glob("lr*")):
+        table = results_table(str(Path(out_root) / folder.name))
+        if len(table):
+            frames.append(table.assign(lr=float(folder.name[2:])))
+    if not frames:
+        return pd.DataFrame(columns=["variant", "loops", "lr", "seed", "fixed_loss"])
+    runs = pd.concat(frames, ignore_index=True)
+    return runs.assign(loops=runs["n_loops"].astype(int))
+
+
+def current_grid(runs: pd.DataFrame) -> dict[tuple[str, int], list[float]]:
+    """The base grid plus every lattice point a finished run of that cell already has (earlier extensions)."""
+    grid = base_grid()
+    for (variant, loops), part in runs.groupby(["variant", "loops"]):
+        if (variant, loops) in grid:
+            grid[(variant, loops)] = sorted(set(grid[(variant, loops)]) | set(part["lr"].astype(float)))
+    return grid
+
+
+def plan(runs: pd.DataFrame, seeds=SEEDS) -> list[str]:
+    """One `rrlib sweep` argument line per (seed, N, lr), seed-major, covering the grid and its extension.
+
+    Seed-major, so a study stopped part-way leaves whole seeds: every cell at fewer seeds, not half the cells.
+    Only finished runs are skipped by the sweeps themselves; listing a finished run costs a few seconds.
+    """
+    grid = current_grid(runs)
+    if len(runs):
+        optima = seed_optima(runs)
+        means = runs.groupby(["variant", "loops", "lr"], as_index=False)["fixed_loss"].mean().assign(seed="mean")
+        optima = pd.concat([optima, seed_optima(means)], ignore_index=True)
+        for cell, lrs in extension(optima, grid).items():
+            grid[cell] = sorted(set(grid[cell]) | set(lrs))
+    lines = []
+    for seed in seeds:
+        for n in LOOPS:
+            for lr in sorted({lr for (_, loops), lrs in grid.items() if loops == n for lr in lrs}):
+                rules = [r for r in RULES if lr in grid[(r, n)]]
+                lines.append(f"looped{n}-lr{lr:g}-seed{seed} --size looped{n} --variants {','.join(rules)} "
+                             f"--seeds {seed} --lr {lr:g} --out {OUT_ROOT}/lr{lr:g}")
+    return lines
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m rrlib.report.looped_study",
+                                description="Print the looped study's sweep lines (the grid and any extension "
+                                            "its finished runs ask for), one per line, for scripts/run_sweeps.sh.")
+    p.add_argument("--seeds", default=",".join(map(str, SEEDS)), help="comma-separated (default: %(default)s)")
+    args = p.parse_args(argv)
+    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    if not seeds:
+        p.error("--seeds names no seed; give e.g. --seeds 0,1,2,3,4")
+    print("\n".join(plan(study_runs(), seeds)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

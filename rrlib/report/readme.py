@@ -1,0 +1,179 @@
+"""The README's result tables, generated from the tables the report's pages write, so the two cannot disagree.
+
+The README marks each generated table with a pair of comments, ``<!-- rrlib:NAME -->`` … ``<!-- /rrlib:NAME -->``;
+``update`` rewrites what lies between them from ``paper/tables/*.csv`` (the full tables the notebooks write beside
+their pages), and ``python -m rrlib report`` calls it after a build into the project's ``paper/``. A test
+regenerates every block from the committed CSVs and compares it with the README. Numbers are rounded here as on
+the pages: losses to four decimals (three for the depth ablation), p-values to two significant digits.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+
+BLOCK = re.compile(r"(<!-- rrlib:(?P<name>[a-z0-9_]+) -->\n)(?P<body>.*?)(<!-- /rrlib:(?P=name) -->)", re.S)
+
+
+def _p(p) -> str:
+    return "–" if pd.isna(p) else f"{p:.2g}"
+
+
+def _signed(x, digits: int = 4) -> str:
+    return "–" if pd.isna(x) else f"{x:+.{digits}f}".replace("-", "−")
+
+
+def _interval(low, high, digits: int = 4) -> str:
+    return f"[{_signed(low, digits)}, {_signed(high, digits)}]"
+
+
+def _markdown(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(map(str, r)) + " |" for r in rows]) + "\n"
+
+
+def _read(tables: Path, name: str) -> pd.DataFrame:
+    return pd.read_csv(tables / f"{name}.csv")
+
+
+def depth(tables: Path) -> str:
+    """Mean fixed-set loss per depth and rule (page 02's table)."""
+    df = _read(tables, "02_final_loss").sort_values("sublayers")
+    rules = [c for c in ("review", "highway", "standard", "review_convex", "highway_convex") if c in df.columns]
+    return _markdown(["blocks (sublayers)"] + rules,
+                     [[f"{s // 2} ({s})"] + [f"{r[v]:.3f}" for v in rules] for s, (_, r) in
+                      zip(df["sublayers"].astype(int), df.iterrows())])
+
+
+def _gap_with_tests(r) -> str:
+    return (f"{_signed(r['paired_gap'])} (p {_p(r['p'])}, Holm {_p(r['p_holm'])}; val_loss Holm "
+            f"{_p(r.get('p_holm_val_loss'))})")
+
+
+def cpu_scale(tables: Path) -> str:
+    """Page 04's study of our CPU sizes: mean fixed-set loss and Review's paired gap against each baseline."""
+    tests, means = _read(tables, "04_ours_tests"), _read(tables, "04_ours_headline").set_index("size")
+    rows = []
+    for size, part in tests.groupby("size", sort=False):
+        by = part.set_index("baseline")
+        rows.append([size, f"{part['params_M'].iloc[0]:.2f} M"] + [f"{means.loc[size, v]:.4f}" for v in
+                                                                    ("review", "highway", "standard")]
+                    + [_gap_with_tests(by.loc[b]) for b in ("highway", "standard")]
+                    + [" / ".join(f"{by.loc[b, 'mde']:.4f}" for b in ("highway", "standard"))])
+    return _markdown(["size", "params (Review)", "review", "highway", "standard", "gap vs highway",
+                      "gap vs standard", "detectable gap (80 %), vs highway / standard"], rows)
+
+
+def recipe(tables: Path) -> str:
+    """Page 04's recipe ablation: Review's gaps under each recipe, then how much the recipe moves them."""
+    gaps = _read(tables, "04_recipe_gaps")
+    rows = []
+    for name, part in gaps.groupby("recipe", sort=False):
+        by = part.set_index("baseline")
+        size = part["size"].iloc[0]
+        rows.append([f"{name} (`{size}`)", f"{by['mean_ref'].iloc[0]:.4f}"]
+                    + [f"{by.loc[b, 'mean_base']:.4f}" for b in ("highway", "standard")]
+                    + [f"{_signed(by.loc[b, 'paired_gap'])} {_interval(by.loc[b, 'ci_low'], by.loc[b, 'ci_high'])}, "
+                       f"p {_p(by.loc[b, 'paired_p'])}" for b in ("highway", "standard")])
+    first = _markdown(["recipe", "review", "highway", "standard", "gap vs highway", "gap vs standard"], rows)
+    diff = _read(tables, "04_recipe_gap_difference")
+    tost = next(c for c in diff.columns if c.startswith("TOST p"))
+    second = _markdown(
+        ["baseline", "gap paper − gap rrlib [95 %]", "paired p", tost, "detectable change (80 %)"],
+        [[r["baseline"], f"{_signed(r['gap paper − gap rrlib'])} {_interval(r['95 % low'], r['95 % high'])}",
+          _p(r["paired p"]), _p(r[tost]), f"{r['detectable (80 %)']:.4f}"] for _, r in diff.iterrows()])
+    return first + "\n" + second
+
+
+def _cell_name(size: str) -> str:
+    width, _, steps = size.partition("_steps")
+    return f"{width}, {int(steps):,} steps" if steps else size
+
+
+def size_tokens(tables: Path) -> str:
+    """Page 06: Review's paired gap per (width, budget) cell, and the fit of the gap on size and tokens."""
+    gaps = _read(tables, "06_paired_gaps")
+    order = gaps.groupby("size")["tokens_per_param"].first().sort_values()
+    rows = []
+    for size, tpp in order.items():
+        by = gaps[gaps["size"] == size].set_index("baseline")
+        rows.append([_cell_name(size), f"{tpp:.2f}"]
+                    + [f"{_signed(by.loc[b, 'paired_gap'], 3)} {_interval(by.loc[b, 'ci_low'], by.loc[b, 'ci_high'], 3)}"
+                       f" (Holm {_p(by.loc[b, 'p_holm'])}; val_loss Holm {_p(by.loc[b, 'p_holm_val_loss'])})"
+                       for b in ("highway", "standard")])
+    first = _markdown(["cell", "tokens / param", "vs highway", "vs standard"], rows)
+    fit = _read(tables, "06_gap_factors")
+    rows = []
+    for (metric, baseline), part in fit.groupby(["metric", "baseline"], sort=False):
+        by = part.set_index("term")
+        rows.append([metric, baseline] + [f"{_signed(by.loc[t, 'coef'], 3)} {_interval(by.loc[t, 'ci_low'], by.loc[t, 'ci_high'], 3)}"
+                                          for t in ("log10_size", "log10_tokens_per_param")])
+    return first + "\n" + _markdown(["metric", "baseline", "size (nats / decade, 95 %)",
+                                     "tokens per parameter (nats / decade, 95 %)"], rows)
+
+
+def paper_tests(tables: Path) -> str:
+    """Page 04's reading of the paper's own runs: its Welch test beside the paired test with Holm."""
+    df = _read(tables, "04_paper_tests")
+    return _markdown(["size", "baseline", "gap (val_loss)", "Welch p", "paired p", "Holm p", "95 % CI",
+                      "detectable gap (80 %)"],
+                     [[r["size"], r["baseline"], _signed(r["paired_gap"]), _p(r["welch_p"]), _p(r["paired_p"]),
+                       _p(r["p_holm"]), _interval(r["ci_low"], r["ci_high"]), f"{r['mde']:.4f}"]
+                      for _, r in df.iterrows()])
+
+
+def _family(tables: Path, size: str) -> str:
+    df = _read(tables, f"05_{size}_summary")
+    rows = []
+    for _, r in df.iterrows():
+        tested = not pd.isna(r["p (paired)"])
+        rows.append([f"`{r['variant']}`", f"{r['params_M']:.2f}", f"{r['flops_per_token'] / 1e6:.2f}",
+                     f"{r['loss']:.4f} ± {r['sd']:.4f}",
+                     f"{_signed(r['gap vs standard'])} (p {_p(r['p (paired)'])}, Holm {_p(r['p (Holm)'])}; val_loss "
+                     f"Holm {_p(r['p (Holm, val_loss)'])})" if tested else "–",
+                     f"{r['detectable gap']:.4f}" if tested else "–",
+                     "–" if pd.isna(r["tokens/s vs standard"]) else f"{r['tokens/s vs standard']:.2f}",
+                     "–" if pd.isna(r["memory vs standard"]) else f"{r['memory vs standard']:.2f}"])
+    return _markdown(["method", "params (M)", "MFLOPs / token", "loss (mean ± SD)", "gap vs standard",
+                      "detectable gap (80 %)", "tokens/s vs standard (bench)", "peak memory vs standard (bench)"],
+                     rows)
+
+
+def family(tables: Path) -> str:
+    """Page 05's family at `family`."""
+    return _family(tables, "family")
+
+
+def family_mini(tables: Path) -> str:
+    """Page 05's family at `family_mini`."""
+    return _family(tables, "family_mini")
+
+
+BUILDERS = {"depth": depth, "cpu_scale": cpu_scale, "recipe": recipe, "size_tokens": size_tokens,
+            "family": family, "family_mini": family_mini, "paper_tests": paper_tests}
+
+
+def render(text: str, tables: Path) -> str:
+    """``text`` with every generated block rebuilt from ``tables``; a block whose name has no builder is an error."""
+    def rebuild(m):
+        name = m.group("name")
+        if name not in BUILDERS:
+            raise ValueError(f"README block {name!r} has no builder; known blocks: {', '.join(BUILDERS)}")
+        return m.group(1) + BUILDERS[name](tables) + m.group(4)
+
+    return BLOCK.sub(rebuild, text)
+
+
+def update(readme: Path, tables: Path) -> bool:
+    """Rewrite the README's generated blocks from ``tables``; True if anything changed."""
+    old = readme.read_text()
+    new = render(old, tables)
+    if new != old:
+        readme.write_text(new)
+    return new != old
+
+
+def block_names(text: str) -> list[str]:
+    return [m.group("name") for m in BLOCK.finditer(text)]
+

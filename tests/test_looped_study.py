@@ -1,0 +1,111 @@
+"""The looped study's grid and estimator (rrlib.report.looped_study), on synthetic loss curves with known optima."""
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rrlib.report import looped_study as ls
+
+
+def curves(optimum_of_n, seeds=range(5), noise=0.0, lrs=None, variant="rule", rng=None):
+    """Loss = (log2 lr − log2 optimum(N, seed))² / 10 + 2 on a lattice grid; one row per run."""
+    rng = rng or np.random.default_rng(0)
+    lrs = lrs or [ls.lattice_lr(k) for k in range(-4, 13)]
+    rows = []
+    for n in ls.LOOPS:
+        for seed in seeds:
+            opt = optimum_of_n(n, seed)
+            for lr in lrs:
+                loss = (math.log2(lr) - math.log2(opt)) ** 2 / 10 + 2 + noise * rng.standard_normal()
+                rows.append({"variant": variant, "loops": n, "seed": seed, "lr": lr, "fixed_loss": loss,
+                             "stalled": False})
+    return pd.DataFrame(rows)
+
+
+def test_the_lattice_is_sqrt2_apart_and_every_cell_spans_4x_with_at_least_5_points():
+    for (rule, n), lrs in ls.base_grid().items():
+        ratios = np.diff(np.log2(lrs))
+        assert np.allclose(ratios, 0.5, atol=1e-5), (rule, n)
+        assert len(lrs) >= 5 and lrs[-1] / lrs[0] >= 4
+        assert [ls.lattice_lr(ls.lattice_index(lr)) for lr in lrs] == lrs
+    assert set(ls.base_grid()) == {(r, n) for r in ls.RULES for n in ls.LOOPS}
+
+
+def test_the_parabola_finds_an_optimum_between_grid_points():
+    runs = curves(lambda n, s: 0.003)  # between the lattice points 0.00283 and 0.004
+    optima = ls.seed_optima(runs)
+    assert optima["parabola_lr"].to_numpy() == pytest.approx(0.003, rel=1e-9)
+    assert set(optima["grid_lr"]) == {ls.lattice_lr(3)}
+    assert optima["at_edge"].isna().all() and (optima["points"] == 17).all()
+
+
+def test_a_minimum_on_the_edge_is_not_bracketed_and_asks_for_two_more_points():
+    runs = curves(lambda n, s: 0.00001)  # far below the grid
+    optima = ls.seed_optima(runs)
+    assert (optima["at_edge"] == "low").all() and optima["parabola_lr"].isna().all()
+    grid = {("rule", n): sorted(runs["lr"].unique()) for n in ls.LOOPS}
+    added = ls.extension(optima, grid)
+    assert added[("rule", 1)] == [ls.lattice_lr(-6), ls.lattice_lr(-5)]
+    # one seed on the edge is not enough, and neither is an edge nobody sits on
+    one = optima[(optima["seed"] == 0)]
+    assert ls.extension(one, grid) == {}
+
+
+def test_slopes_read_a_rate_that_halves_with_n_as_minus_one_and_a_fixed_rate_as_zero():
+    halving = ls.seed_slopes(ls.seed_optima(curves(lambda n, s: 0.016 / n)))
+    assert halving["parabola"].to_numpy() == pytest.approx(-1.0, abs=1e-9)
+    fixed = ls.seed_slopes(ls.seed_optima(curves(lambda n, s: 0.005)))
+    assert fixed["parabola"].to_numpy() == pytest.approx(0.0, abs=1e-9)
+    assert fixed["grid"].to_numpy() == pytest.approx(0.0)
+
+
+def test_verdicts_separate_moves_transfers_and_undecided():
+    rng = np.random.default_rng(1)
+    moves = ls.seed_optima(curves(lambda n, s: 0.016 / n * 2 ** (0.05 * s), rng=rng))
+    flat = ls.seed_optima(curves(lambda n, s: 0.005 * n ** (0.01 * (s - 2)), rng=rng))
+    wobbly = ls.seed_optima(curves(lambda n, s: 0.005 * n ** (0.4 * (s - 2)), rng=rng))
+    table = ls.transfer_verdicts(pd.concat([
+        ls.seed_slopes(moves.assign(variant="moves")), ls.seed_slopes(flat.assign(variant="flat")),
+        ls.seed_slopes(wobbly.assign(variant="wobbly"))]))
+    primary = table[table["estimator"] == "parabola"].set_index("variant")
+    assert primary.loc["moves", "verdict"] == "moves with N"
+    assert primary.loc["moves", "fold_change"] == pytest.approx(1 / 8, rel=1e-6)
+    assert primary.loc["flat", "verdict"].startswith("transfers")
+    assert primary.loc["wobbly", "verdict"] == "undecided"
+    assert (primary["seeds"] == 5).all()
+    low, high = primary.loc["wobbly", ["ci_low", "ci_high"]]
+    assert low < 0 < high
+
+
+def test_excluding_stalled_runs_drops_their_learning_rates_for_that_seed():
+    runs = curves(lambda n, s: 0.003)
+    worst = runs["lr"] == runs["lr"].max()
+    runs.loc[worst, "stalled"] = True
+    assert (ls.seed_optima(runs, exclude_stalled=True)["points"] == 16).all()
+    assert (ls.seed_optima(runs)["points"] == 17).all()
+
+
+def test_trainability_pairs_the_two_rules_per_n_and_notes_the_identical_n1():
+    a = curves(lambda n, s: 0.003, variant="scaled")
+    b = curves(lambda n, s: 0.003, variant="scaled_loops")
+    b.loc[b["loops"] > 1, "fixed_loss"] += 0.01 * b.loc[b["loops"] > 1, "loops"] + 0.001 * b["seed"]
+    table = ls.trainability(ls.seed_optima(pd.concat([a, b]))).set_index("loops")
+    assert table.loc[1, "note"] == "the same model at this N" and np.isnan(table.loc[1, "p"])
+    assert table.loc[8, "gap"] == pytest.approx(0.08 + 0.002, abs=1e-9)
+    assert (table.loc[[2, 4, 8], "p"] < 0.001).all()
+    assert (table.loc[[2, 4, 8], "p_holm"] >= table.loc[[2, 4, 8], "p"]).all()
+
+
+def test_the_plan_is_seed_major_and_names_only_the_rules_whose_grid_holds_that_rate():
+    lines = ls.plan(pd.DataFrame(columns=["variant", "loops", "lr", "seed", "fixed_loss"]), seeds=[0, 1])
+    seeds = [int(line.split("--seeds ")[1].split()[0]) for line in lines]
+    assert seeds == sorted(seeds) and seeds.count(0) == seeds.count(1)
+    grid = ls.base_grid()
+    for line in lines:
+        n = int(line.split("--size looped")[1].split()[0])
+        lr = float(line.split("--lr ")[1].split()[0])
+        rules = line.split("--variants ")[1].split()[0].split(",")
+        assert rules == [r for r in ls.RULES if lr in grid[(r, n)]]
+        assert line.endswith(f"--out {ls.OUT_ROOT}/lr{lr:g}")
+    assert sum(len(line.split("--variants ")[1].split()[0].split(",")) for line in lines) == 2 * 7 * 12

@@ -1,0 +1,34 @@
+"""The README's result tables are generated from the report's committed tables (rrlib.report.readme): they agree."""
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from rrlib.report import readme
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_every_generated_block_of_the_readme_matches_the_committed_tables():
+    text = (ROOT / "README.md").read_text()
+    names = readme.block_names(text)
+    assert set(names) == set(readme.BUILDERS), "every builder has its block in the README, and no block is unknown"
+    assert readme.render(text, ROOT / "paper" / "tables") == text, (
+        "the README's result tables differ from paper/tables/*.csv: `python -m rrlib report` regenerates them")
+
+
+def test_a_changed_table_changes_the_readme_and_an_unknown_block_is_refused(tmp_path):
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    pd.DataFrame({"sublayers": [4, 8], "review": [2.5, 2.4], "highway": [2.6, 2.5], "standard": [2.55, 2.45]}
+                 ).to_csv(tables / "02_final_loss.csv", index=False)
+    doc = tmp_path / "README.md"
+    doc.write_text("intro\n<!-- rrlib:depth -->\nstale\n<!-- /rrlib:depth -->\nafter\n")
+    assert readme.update(doc, tables)
+    assert doc.read_text() == ("intro\n<!-- rrlib:depth -->\n| blocks (sublayers) | review | highway | standard |\n"
+                               "|---|---|---|---|\n| 2 (4) | 2.500 | 2.600 | 2.550 |\n| 4 (8) | 2.400 | 2.500 | 2.450 |\n"
+                               "<!-- /rrlib:depth -->\nafter\n")
+    assert not readme.update(doc, tables)  # a second run changes nothing
+    doc.write_text("<!-- rrlib:nonsense -->\n<!-- /rrlib:nonsense -->\n")
+    with pytest.raises(ValueError, match="no builder; known blocks: depth"):
+        readme.update(doc, tables)
