@@ -43,13 +43,13 @@ from pathlib import Path
 
 import torch
 
-from .. import __version__
 from ..runs.checkpoints import write_json_atomic
 from ..runs.config import PROJECT_ROOT, ConfigError, project_path
 from ..runs.data import TOKENIZERS, get_tokenizer, iter_stories, load_token_data
 from ..runs.device import autocast_factory, pick_device, resolve_precision
 from ..runs.presets import resolve_run
 from ..runs.provenance import device_name, git_commit
+from ..version import __version__
 from .peaks import resolve_peak
 from .pricing import SIZE_ORDER, price_sweep
 from .timing import bench_size, cpu_step_clock, rule_option_sets, say
