@@ -36,7 +36,7 @@ if "google.colab" in sys.modules:
 # with scale, what happens to calibration, and how much training did each size get?
 #
 # **Method.** The paper's 42 runs (its published CSV) and ours (every finished result under the run folders) go
-# through the same functions of `rrlib.stats`; series that turn one dial at a fixed width, like the depth ablation
+# through the same functions of `rrlib.report.stats`; series that turn one dial at a fixed width, like the depth ablation
 # of notebook 2, are not points on the scale axis and stay out. A seed fixes the batch order and evaluation windows
 # for every variant, so per-seed differences carry the signal; we keep the paper's Welch test beside the paired
 # test, and correct the paired p-values with Holm's step-down procedure over each family of (size, baseline)
@@ -60,11 +60,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from rrlib import ModelConfig, TrainConfig, results_table
 from rrlib.report import loading, plots, stats, tables
-from rrlib.model import ModelConfig
-from rrlib.runs.config import TrainConfig
-from rrlib.runs.sweep import results_table
-from rrlib.runs.train import project_path
+from rrlib.runs.config import project_path
 
 plots.use_style()
 pd.set_option("display.float_format", "{:.4g}".format)

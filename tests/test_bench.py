@@ -6,8 +6,8 @@ import torch
 
 from rrlib.__main__ import main as cli
 from rrlib.model import GPT, count_params
-from rrlib.speed import bench, peaks, pricing, timing
 from rrlib.runs.presets import resolve_run
+from rrlib.speed import bench, peaks, pricing, timing
 
 
 @pytest.fixture(scope="module")
