@@ -56,10 +56,8 @@ import pandas as pd
 import seaborn as sns
 import torch
 
+from rrlib import GPT, RULES, resolve_run
 from rrlib.report import gates, loading, plots, tables
-from rrlib.runs.presets import resolve_run
-from rrlib.model import GPT
-from rrlib.rules.protocol import RULES
 
 plots.use_style()
 

@@ -56,9 +56,8 @@ import pandas as pd
 import seaborn as sns
 import torch
 
+from rrlib import GPT, available_sizes, load_preset, resolve_run
 from rrlib.report import gates, loading, plots, tables
-from rrlib.runs.presets import available_sizes, load_preset, resolve_run
-from rrlib.model import GPT
 
 plots.use_style()
 DEPTH_PRESET = "depth"

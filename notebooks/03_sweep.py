@@ -34,7 +34,7 @@ if "google.colab" in sys.modules:
 # residuals, seed by seed?
 #
 # **Method.** One execution of this notebook is one size (the parameter `size`): every variant at every seed,
-# trained through `rrlib.sweep.run_sweep`, which reads finished runs from their result files and trains only what
+# trained through `rrlib.run_sweep`, which reads finished runs from their result files and trains only what
 # is missing. Baselines are widened until they have at least Review's parameters, and a seed fixes the batches
 # and evaluation windows for every variant, so the comparison is paired by seed. We read the training curves at
 # equal compute, each seed's final loss, and the table of results.
@@ -55,9 +55,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
+from rrlib import count_params, load_preset, resolve_run
 from rrlib.report import loading, plots, stats, tables
-from rrlib.model import count_params
-from rrlib.runs.presets import load_preset, resolve_run
 
 plots.use_style()
 preset = load_preset(size)

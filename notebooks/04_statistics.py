@@ -72,11 +72,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from rrlib import ModelConfig, TrainConfig, results_table
 from rrlib.report import loading, plots, stats, tables
-from rrlib.model import ModelConfig
-from rrlib.runs.config import TrainConfig
-from rrlib.runs.sweep import results_table
-from rrlib.runs.train import project_path
+from rrlib.runs.config import project_path
 
 plots.use_style()
 pd.set_option("display.float_format", "{:.4g}".format)

@@ -36,7 +36,7 @@ if "google.colab" in sys.modules:
 # ε = λ/(N·√(L/12)) make the best learning rate independent of the number of loops N, as arXiv:2606.18524
 # claims?
 #
-# **Method.** Every method is a rule behind the same stream protocol (`rrlib.residuals`, `rrlib.cross_depth`):
+# **Method.** Every method is a rule behind the same stream protocol (`rrlib.rules`):
 # the model code is identical for all of them. Methods that add fewer parameters than Review are widened until
 # they reach Review's count, as the paper does for its baselines. Each seed fixes the batches and the
 # evaluation windows for every method, so differences are tested paired by seed (Holm-corrected over all
@@ -80,12 +80,9 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from rrlib import GPT, RULES, load_preset, resolve_run, results_table
 from rrlib.report import loading, looped_study, plots, stats, tables
-from rrlib.runs.presets import load_preset, resolve_run
 from rrlib.runs.data import unigram_entropy
-from rrlib.model import GPT
-from rrlib.rules.protocol import RULES
-from rrlib.runs.sweep import results_table
 from rrlib.runs.train import load_run_data
 
 plots.use_style()

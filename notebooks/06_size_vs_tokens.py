@@ -62,10 +62,10 @@ import numpy as np
 import pandas as pd
 from IPython.display import display
 
+from rrlib import load_preset, resolve_run, results_table
 from rrlib.report import plots, stats, tables
-from rrlib.runs.presets import load_preset, resolve_run
-from rrlib.runs.sweep import results_table
-from rrlib.runs.train import load_run_data, project_path
+from rrlib.runs.config import project_path
+from rrlib.runs.train import load_run_data
 
 plots.use_style()
 

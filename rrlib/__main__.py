@@ -112,8 +112,8 @@ def choices() -> tuple[str, str]:
     return ", ".join(available_sizes()), ", ".join(RULES)
 
 
-# Subcommands that own their arguments: python -m rrlib <name> ... → rrlib.<module>.main(argv)
-DELEGATED = {"bench": "speed.bench", "report": "report.build"}
+# Subcommands that own their arguments: python -m rrlib <name> ... → <module>.main(argv)
+DELEGATED = {"bench": "rrlib.speed.bench", "report": "rrlib.report.build"}
 
 
 def main(argv=None) -> int:
@@ -121,7 +121,7 @@ def main(argv=None) -> int:
     if argv and argv[0] in DELEGATED:
         import importlib
 
-        module = importlib.import_module(f"rrlib.{DELEGATED[argv[0]]}")
+        module = importlib.import_module(DELEGATED[argv[0]])
         try:
             return module.main(argv[1:])
         except (ConfigError, DataError) as err:

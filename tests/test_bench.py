@@ -4,10 +4,10 @@ import json
 import pytest
 import torch
 
-from rrlib.speed import bench
 from rrlib.__main__ import main as cli
-from rrlib.model import count_params
+from rrlib.model import GPT, count_params
 from rrlib.runs.presets import resolve_run
+from rrlib.speed import bench, peaks, pricing, timing
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +31,7 @@ def test_bench_writes_its_result_file(tiny_result):
     for variant, row in rows.items():
         run = resolve_run("tiny", variant, 0)
         assert row["params"] == count_params(run.model) and row["d_model"] == run.model.d_model
-        assert row["flops_per_token"] == bench.GPT(run.model).flops_per_token()
+        assert row["flops_per_token"] == GPT(run.model).flops_per_token()
         assert row["timed_steps"] == 4 and row["mfu"] is None and row["peak_memory_bytes"] > 0
         assert row["step_time_vs_standard"] == pytest.approx(row["step_ms"] / std["step_ms"])
         assert row["tokens_per_s_vs_standard"] == pytest.approx(row["tokens_per_s"] / std["tokens_per_s"])
@@ -62,7 +62,7 @@ def test_a_size_out_of_memory_is_skipped_not_fatal(monkeypatch, tmp_path):
 
 def test_ratios_need_a_standard():
     rows = [{"variant": "review", "step_ms": 2.0, "tokens_per_s": 5.0}]
-    bench.add_ratios(rows)
+    timing.add_ratios(rows)
     assert rows[0]["step_time_vs_standard"] is None and rows[0]["tokens_per_s_vs_standard"] is None
 
 
@@ -76,30 +76,30 @@ def test_ratios_need_a_standard():
     ("NVIDIA B200", "bf16", 2250.0, "B200"),
 ])
 def test_peak_table(name, precision, tflops, label):
-    flops, source = bench.table_peak(name, precision)
+    flops, source = peaks.table_peak(name, precision)
     assert flops == tflops * 1e12
     assert source.startswith(f"{label} {precision} dense")
 
 
 def test_peak_table_never_guesses():
-    assert bench.table_peak("NVIDIA GeForce GTX 1080", "bf16") is None
-    assert bench.table_peak("NVIDIA H100 80GB HBM3", "fp32") is None  # no fp32 column: measure it instead
+    assert peaks.table_peak("NVIDIA GeForce GTX 1080", "bf16") is None
+    assert peaks.table_peak("NVIDIA H100 80GB HBM3", "fp32") is None  # no fp32 column: measure it instead
 
 
 def test_peak_on_cpu_and_on_a_named_gpu(monkeypatch):
-    assert bench.resolve_peak(torch.device("cpu"), "fp32", measure=False)[0] is None
-    monkeypatch.setattr(bench, "device_name", lambda device: "NVIDIA H200")
-    assert bench.resolve_peak(torch.device("cuda"), "bf16", measure=False) == (
+    assert peaks.resolve_peak(torch.device("cpu"), "fp32", measure=False)[0] is None
+    monkeypatch.setattr(peaks, "device_name", lambda device: "NVIDIA H200")
+    assert peaks.resolve_peak(torch.device("cuda"), "bf16", measure=False) == (
         989.5e12, "H200 SXM bf16 dense, vendor data sheet")
-    monkeypatch.setattr(bench, "device_name", lambda device: "Some Future GPU")
-    flops, source = bench.resolve_peak(torch.device("cuda"), "bf16", measure=False)
+    monkeypatch.setattr(peaks, "device_name", lambda device: "Some Future GPU")
+    flops, source = peaks.resolve_peak(torch.device("cuda"), "bf16", measure=False)
     assert flops is None and "--measure-peak" in source
 
 
 def test_mfu_formula():
     # 6 GFLOPs/token at 50k tokens/s is 300 TFLOP/s: 30.32 % of an H100 SXM's bf16 dense peak
-    assert bench.mfu(6e9, 5e4, 989.5e12) == pytest.approx(3e14 / 989.5e12)
-    assert bench.mfu(6e9, 5e4, None) is None
+    assert peaks.mfu(6e9, 5e4, 989.5e12) == pytest.approx(3e14 / 989.5e12)
+    assert peaks.mfu(6e9, 5e4, None) is None
 
 
 def _run(size, variant, tokens, flops_per_token=1e9, minutes=60.0):
@@ -115,32 +115,32 @@ def test_sweep_hours_measured_and_extrapolated():
     runs = [_run("a", "review", 3.6e9), _run("a", "review", 7.2e9), _run("b", "review", 3.6e9),
             _run("c", "review", 1.8e10, flops_per_token=2e9), _run("c", "standard", 3.6e9)]
     measured = {("a", "review"): _measured("a", 1e6, 0.2), ("b", "review"): _measured("b", 2e6, 0.5)}
-    hours = bench.sweep_hours(runs, measured, peak_flops=1e15)
+    hours = pricing.sweep_hours(runs, measured, peak_flops=1e15)
     assert hours["measured_hours"] == pytest.approx(1 + 2 + 0.5)  # tokens / tokens/s
     # c/review: 1.8e10 tokens x 2e9 FLOPs / (0.5, the MFU at the nearest measured size b, x 1e15) = 72000 s
     assert hours["flop_estimated_hours"] == pytest.approx(20)
     assert hours["unpriced_runs"] == ["c/standard"] and hours["total_hours"] is None
     assert hours["paper_reported_hours"] == pytest.approx(5) and hours["runs"] == 5
-    complete = bench.sweep_hours(runs[:4], measured, peak_flops=1e15)
+    complete = pricing.sweep_hours(runs[:4], measured, peak_flops=1e15)
     assert complete["total_hours"] == pytest.approx(23.5)
-    assert bench.sweep_hours(runs[:4], measured, peak_flops=None)["unpriced_runs"] == ["c/review"]
+    assert pricing.sweep_hours(runs[:4], measured, peak_flops=None)["unpriced_runs"] == ["c/review"]
 
 
 def test_sweep_hours_take_the_larger_neighbour_on_a_tie():
     measured = {("a", "review"): _measured("a", 1e6, 0.1), ("c", "review"): _measured("c", 1e6, 0.4)}
-    hours = bench.sweep_hours([_run("b", "review", 1.44e10)], measured, peak_flops=1e13)
+    hours = pricing.sweep_hours([_run("b", "review", 1.44e10)], measured, peak_flops=1e13)
     assert hours["flop_estimated_hours"] == pytest.approx(1.44e19 / (0.4 * 1e13) / 3600)
 
 
 def test_paper_sweep_in_rrlib_names(shared):
-    runs = bench.paper_runs(shared / "reference" / "scaling_v8.csv")
+    runs = pricing.paper_runs(shared / "reference" / "scaling_v8.csv")
     assert len(runs) == 42
     assert {r["size"] for r in runs} == {"60m", "150m", "320m", "590m", "1b"}
     assert {r["variant"] for r in runs} == {"review", "highway", "standard"}
     first = next(r for r in runs if r["size"] == "1b" and r["variant"] == "review")
     assert first["tokens"] == 6000 * 64 * 256
     with torch.device("meta"):
-        assert first["flops_per_token"] == bench.GPT(resolve_run("1b", "review", 0).model).flops_per_token()
+        assert first["flops_per_token"] == GPT(resolve_run("1b", "review", 0).model).flops_per_token()
 
 
 @pytest.mark.parametrize("argv,message", [

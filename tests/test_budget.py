@@ -2,10 +2,10 @@
 import pandas as pd
 import pytest
 
-from rrlib.speed.budget import paper_tokens_per_s, preset_cost
 from rrlib.model import count_params
 from rrlib.runs.config import ConfigError
 from rrlib.runs.presets import load_preset, resolve_run
+from rrlib.speed.budget import paper_tokens_per_s, preset_cost
 
 
 @pytest.mark.parametrize("size,tpp", [("60m_tpp2", 2), ("60m_tpp20", 20), ("150m_tpp2", 2), ("150m_tpp20", 20)])

@@ -8,8 +8,8 @@ import pytest
 from rrlib import __main__ as cli
 from rrlib.report import build
 from rrlib.report.notebooks import NOTEBOOKS
-from rrlib.runs.presets import available_sizes
 from rrlib.rules import RULES
+from rrlib.runs.presets import available_sizes
 
 
 def help_text(argv) -> str:

@@ -7,11 +7,11 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from rrlib.rules.multi_stream import mgr_carry_bias
-from rrlib.rules.depth_mixing.norms import projected_rms, sinkhorn
-from rrlib.rules.depth_mixing.hyper_weights import mhc_weights_plain
 from rrlib.model import GPT, ModelConfig, count_params
 from rrlib.rules import RULES, ConfigError, StreamShape, build_rule
+from rrlib.rules.depth_mixing.hyper_weights import mhc_weights_plain
+from rrlib.rules.depth_mixing.norms import projected_rms, sinkhorn
+from rrlib.rules.multi_stream import mgr_carry_bias
 
 D, L, N_STREAMS = 32, 3, 4
 U = 2 * L  # unique sublayers

@@ -12,12 +12,12 @@ import pytest
 import torch
 from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 
-from rrlib.runs import checkpoints
-from rrlib.runs.presets import load_preset, resolve_run
-from rrlib.runs.data import get_batch
 from rrlib.model import GPT, ModelConfig, chunked_cross_entropy, count_params, head_rows, proposal, residual_step
+from rrlib.runs import checkpoints
+from rrlib.runs.data import get_batch
 from rrlib.runs.device import autocast_factory
 from rrlib.runs.optim import make_optimizer, optimizer_step
+from rrlib.runs.presets import load_preset, resolve_run
 from rrlib.runs.train import device_batches, train_run
 
 REPO = Path(__file__).resolve().parents[1]

@@ -4,7 +4,7 @@ import json
 import pytest
 import torch
 
-from rrlib.speed import bench
+from rrlib.speed import bench, timing
 from rrlib.speed.memory import peak_tensor_bytes
 
 MB = 1_000_000
@@ -40,7 +40,7 @@ def test_each_ratio_is_to_the_row_that_differs_in_one_thing():
     rows = [_row("standard", 10, 50), _row("mhc", 20, 100), _row("mhc", 24, 60, options={"recompute": True}),
             _row("standard", 8, None, compile=True), _row("mhc", 12, None, compile=True)]
     rows[1]["flops_per_token"] = 125
-    bench.add_ratios(rows)
+    timing.add_ratios(rows)
     std, mhc, recomputed, std_compiled, mhc_compiled = rows
     assert mhc["step_time_vs_standard"] == 2.0 and mhc["step_per_flop_vs_standard"] == pytest.approx(1.6)
     assert recomputed["peak_memory_vs_default"] == 0.6 and mhc["peak_memory_vs_default"] is None

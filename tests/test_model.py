@@ -8,9 +8,9 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from rrlib.runs.presets import match_params, resolve_run
 from rrlib.model import GPT, ModelConfig, count_params
 from rrlib.rules import RULES
+from rrlib.runs.presets import match_params, resolve_run
 
 SMALL = ModelConfig(d_model=32, n_layers=2, n_heads=4, seq_len=16, vocab_size=97)
 

@@ -4,15 +4,15 @@ import os
 import pytest
 import torch
 
+from rrlib.model import GPT
 from rrlib.rules import native
-from rrlib.runs.presets import resolve_run
 from rrlib.rules.depth_mixing.dispatch import kernels_for
+from rrlib.rules.depth_mixing.gate_pool import gate_pool, pool
+from rrlib.rules.depth_mixing.hyper_weights import hc_read_and_weigh, mhc_read_and_weigh
 from rrlib.rules.depth_mixing.norms import inverse_rms, projected_rms, sinkhorn
 from rrlib.rules.depth_mixing.streams import stream_read, stream_write, stream_write_sum
 from rrlib.rules.protocol import RMS_EPS
-from rrlib.rules.depth_mixing.gate_pool import gate_pool, pool
-from rrlib.rules.depth_mixing.hyper_weights import hc_read_and_weigh, mhc_read_and_weigh
-from rrlib.model import GPT
+from rrlib.runs.presets import resolve_run
 
 F64 = dict(dtype=torch.float64)
 

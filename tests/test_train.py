@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from rrlib.runs.presets import resolve_run
-from rrlib.runs.sweep import grid, results_table, run_sweep
 from rrlib.runs.folders import RunBusy, run_lock
 from rrlib.runs.optim import lr_at
+from rrlib.runs.presets import resolve_run
+from rrlib.runs.sweep import grid, results_table, run_sweep
 from rrlib.runs.train import train_run
 
 REPO = Path(__file__).resolve().parents[1]

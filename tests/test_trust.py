@@ -12,11 +12,11 @@ import torch
 
 import rrlib.runs.train as train_module
 from rrlib.runs.config import ConfigError
+from rrlib.runs.device import check_cpu_reach
+from rrlib.runs.folders import asked_identity, claimed
 from rrlib.runs.presets import available_sizes, load_preset, resolve_run
 from rrlib.runs.runfiles import RunConflict, StateError, fingerprint, run_identity
 from rrlib.runs.sweep import SweepIncomplete, run_sweep
-from rrlib.runs.device import check_cpu_reach
-from rrlib.runs.folders import asked_identity, claimed
 from rrlib.runs.train import train_run
 
 REPO = Path(__file__).resolve().parents[1]

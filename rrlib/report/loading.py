@@ -14,13 +14,13 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from ..model import GPT
 from ..runs.checkpoints import WEIGHTS_FILE, load_weights
 from ..runs.config import PARAMS_DIR, RunConfig, run_folder
-from ..runs.presets import resolve_run
 from ..runs.data import fixed_eval_windows
-from ..model import GPT
-from ..runs.sweep import run_sweep
+from ..runs.presets import resolve_run
 from ..runs.runfiles import read_result
+from ..runs.sweep import run_sweep
 from ..runs.train import load_run_data, train_run
 
 

@@ -120,7 +120,7 @@ def read_checkpoint(path: Path, map_location="cpu", mmap: bool = False) -> dict 
         if not isinstance(ckpt, dict) or not {"model", "optimizer", "step"} <= ckpt.keys():
             raise ValueError("not a checkpoint (no model, optimizer and step)")
         return ckpt
-    # one checkpoint is kept while a run goes (rrlib.checkpoints), so there is no older one to fall back to
+    # one checkpoint is kept while a run goes (rrlib.runs.checkpoints), so there is no older one to fall back to
     return read_guarded(path, load, "delete it to start the run again from step 0, or " + MOVE_ASIDE)
 
 

@@ -12,12 +12,12 @@ import sys
 
 import pandas as pd
 
-from .config import ConfigError, project_path
-from .presets import load_preset, resolve_run
 from ..rules import rule_class
-from .runfiles import RunConflict, StateError, read_result
+from .config import ConfigError, project_path
 from .device import check_cpu_reach, pick_device
 from .folders import RunBusy, claimed
+from .presets import load_preset, resolve_run
+from .runfiles import RunConflict, StateError, read_result
 from .train import train_run
 
 # The paper's CSV columns first, then what rrlib adds.

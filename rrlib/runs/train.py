@@ -6,7 +6,7 @@ The run folder ``<out_root>/<size>/<variant>/seed<k>/`` holds:
     metrics.jsonl   one line per logged step (loss, lr, grad norm, tokens/s) and per periodic evaluation
     ckpt.pt         while it runs: the latest checkpoint (model, optimizer, step, minutes); written atomically
     result.json     written once, atomically, when the run ends (status finished or diverged); ckpt.pt then goes
-    weights.pt      the final weights, only with train.keep_weights bf16 or fp32 (rrlib.checkpoints)
+    weights.pt      the final weights, only with train.keep_weights bf16 or fp32 (rrlib.runs.checkpoints)
 
 Faults: a checkpoint is written every ``ckpt_every`` steps and on SIGTERM/SIGINT. Batches are a pure function
 of (seed, step) and nothing else draws random numbers after init, so a run killed at any point and started
@@ -14,8 +14,8 @@ again continues bitwise-identically on CPU, its metrics log line for line (the o
 checkpoint). A NaN/inf loss ends the run with status ``diverged``. Starting a run that has a result does
 nothing. A file lock on the run folder keeps two processes from running one run.
 
-Identity: every file of the folder carries the run's fingerprint (rrlib.runs.runfiles); a folder that holds a run
-with other settings, finished or not, is never resumed or answered from, and every file is read guarded
+Identity: every file of the folder carries the run's fingerprint (rrlib.runs.runfiles); a folder that holds a
+run with other settings, finished or not, is never resumed or answered from, and every file is read guarded
 (rrlib.runs.folders). Device, precision and the CPU-reach guard are rrlib.runs.device's, the optimiser step
 rrlib.runs.optim's, what the files record of the code and machine rrlib.runs.provenance's.
 """
@@ -33,8 +33,8 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from .. import __version__
 from ..model import GPT
+from ..version import __version__
 from .checkpoints import CKPT_FILE, drop_checkpoint, keep_final, save_checkpoint, write_json_atomic
 from .config import ConfigError, RunConfig, project_path
 from .data import DataError, fixed_eval_windows, get_batch, load_token_data, paper_eval_windows

@@ -8,7 +8,7 @@ Two estimates per preset, both computed, none typed in:
   has the architecture of one of the paper's sizes, each variant's tokens/s is that size's tokens (steps × its preset's
   batch × context, 64 × 256) over its minutes, so the hours are those of the paper's own GPU (which its paper does not name);
 - **at an assumed MFU**: training FLOPs (6·N-style count from the model's structure, ``GPT.flops_per_token``
-  × tokens) ÷ (MFU × the device's dense peak from ``rrlib.bench.PEAK_TFLOPS``).
+  × tokens) ÷ (MFU × the device's dense peak from ``rrlib.speed.peaks.PEAK_TFLOPS``).
 
 A measured MFU from ``scripts/gpu_bench.sh`` on the device at hand replaces the assumed one.
 """
@@ -21,10 +21,11 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from .bench import PAPER_SIZES, PAPER_VARIANTS, table_peak
+from ..model import GPT
 from ..runs.config import ConfigError, project_path
 from ..runs.presets import load_preset, resolve_run
-from ..model import GPT
+from .peaks import table_peak
+from .pricing import PAPER_SIZES, PAPER_VARIANTS
 
 PAPER_CSV = "../shared/reference/scaling_v8.csv"
 
@@ -79,14 +80,14 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m rrlib.budget", description=__doc__.splitlines()[0])
     p.add_argument("sizes", nargs="+", help="presets (params/*.yaml names) whose sweeps to price")
     p.add_argument("--mfu", type=float, default=0.3, help="assumed model FLOP utilisation for the FLOP estimate")
-    p.add_argument("--device", default="H200", help="device name looked up in rrlib.bench's peak table")
+    p.add_argument("--device", default="H200", help="device name looked up in rrlib.speed.peaks' table")
     p.add_argument("--precision", default="bf16", choices=("bf16", "tf32"), help="which peak of the device")
     p.add_argument("--paper-csv", default=PAPER_CSV, help="the paper's runs, for its measured speed")
     args = p.parse_args(argv)
     try:
         peak = table_peak(args.device, args.precision)
         if peak is None:
-            raise ConfigError(f"no {args.precision} peak for device {args.device!r} in rrlib.bench.PEAK_TFLOPS")
+            raise ConfigError(f"no {args.precision} peak for device {args.device!r} in rrlib.speed.peaks.PEAK_TFLOPS")
         csv = project_path(args.paper_csv)
         speed = paper_tokens_per_s(csv) if Path(csv).exists() else None
         rows = [preset_cost(size, speed, peak[0], args.mfu) for size in args.sizes]

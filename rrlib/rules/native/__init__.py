@@ -6,7 +6,7 @@ system's C++ compiler and registered as operators (``torch.ops.rrlib_native``).
 operations, so a rule computes the same numbers either way, to rounding (tests/test_native.py compares the two).
 They run on CPU tensors only; CUDA always takes the PyTorch path. The build takes about 15 s once and is cached
 by PyTorch (``TORCH_EXTENSIONS_DIR``, by default under ``~/.cache/torch_extensions``), keyed by the source and
-flags, so a changed kernel is rebuilt.
+flags, so a changed kernel is rebuilt. Imports nothing of rrlib's.
 """
 from __future__ import annotations
 

@@ -4,8 +4,8 @@
 // materialises the product before summing, and bmm makes one small matrix product per token.
 //
 // Every function takes contiguous tensors, flattened by the caller to (tokens, ...), in float32 or float64,
-// and computes the same formula as the PyTorch path in rrlib/depth_mixing.py (tests/test_native.py compares
-// them, forward and backward, in float64).
+// and computes the same formula as the PyTorch path in rrlib/rules/depth_mixing/ (tests/test_native.py
+// compares them, forward and backward, in float64).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
