@@ -1,5 +1,6 @@
 """rrlib.native's CPU kernels against the PyTorch path they replace: the same numbers, forward and backward."""
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -218,3 +219,45 @@ def test_rrlib_native_0_turns_the_kernels_off(monkeypatch):
     monkeypatch.setenv("RRLIB_NATIVE", "0")
     assert native.kernels() is None
     assert kernels_for(torch.randn(3)) is None
+
+
+GCC_DRIVER = (' /usr/lib/gcc/x86_64-linux-gnu/12/cc1plus -E -quiet /dev/null "-march=skylake-avx512" -mmmx -mavx2 '
+              '-mavx512f -mno-amx-tile --param "l1-cache-size=32" "-mtune=skylake-avx512" -dumpbase null\n'
+              "COLLECT_GCC_OPTIONS='-march=native' '-E'\n")
+CLANG_DRIVER = (' "/usr/lib/llvm-16/bin/clang" "-cc1" "-E" "-target-cpu" "znver4" "-target-feature" "+avx512f" '
+                '"-target-feature" "-amx-tile" "-tune-cpu" "generic" "-x" "c++" "/dev/null"\n')
+
+
+def test_target_flags_are_read_off_gcc_and_clang_drivers():
+    assert native.target_flags(GCC_DRIVER) == ("-march=skylake-avx512", "-mmmx", "-mavx2", "-mavx512f",
+                                               "-mno-amx-tile", "-mtune=skylake-avx512", "--param l1-cache-size=32")
+    assert native.target_flags(CLANG_DRIVER) == ("-target-cpu znver4", "-target-feature +avx512f",
+                                                 "-target-feature -amx-tile", "-tune-cpu generic")
+    assert native.target_flags("COLLECT_GCC_OPTIONS='-march=native'\n") == ()
+
+
+def test_this_compiler_names_the_cpu_it_targets():
+    try:
+        native.native_target()
+    except (OSError, RuntimeError) as error:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(f"no C++ compiler to ask here ({error})")
+    isa = native.target_isa()
+    assert isa["march"] not in ("", "native") and isa["extensions"] == sorted(isa["extensions"])
+
+
+def test_each_kind_of_cpu_gets_its_own_build_folder(monkeypatch, tmp_path):
+    """A home shared by AVX2 and AVX-512 nodes: two builds side by side, so neither loads the other's."""
+    from torch.utils.cpp_extension import _get_build_directory
+
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    folders = []
+    for driver in (GCC_DRIVER, GCC_DRIVER.replace("-mavx512f", "-mno-avx512f"), GCC_DRIVER, CLANG_DRIVER):
+        monkeypatch.setattr(native, "native_target", lambda d=driver: native.target_flags(d))
+        assert native.build_name().startswith("rrlib_stream_ops_")
+        folders.append(_get_build_directory(native.build_name(), verbose=False))  # the folder torch builds in
+    assert folders[0] == folders[2] and len({folders[0], folders[1], folders[3]}) == 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted({Path(f).name for f in folders})
+    monkeypatch.setattr(native, "native_target", lambda: native.target_flags(GCC_DRIVER))
+    assert native.target_isa() == {"march": "skylake-avx512", "extensions": ["avx2", "avx512f", "mmx"]}
