@@ -39,6 +39,7 @@ import functools
 import inspect
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -55,6 +56,7 @@ from .data import TOKENIZERS, get_tokenizer, iter_stories, load_token_data
 from .evaluate import evaluate
 from .memory import peak_tensor_bytes
 from .model import GPT
+from .native import target_isa
 from .residuals import rule_class
 from .train import (PROJECT_ROOT, _device_name, autocast_factory, git_commit, lr_at, make_optimizer, optimizer_step,
                     pick_device, project_path, resolve_precision, write_json_atomic)
@@ -83,6 +85,25 @@ PEAK_TFLOPS = [
     ("b200", "B200", 2250.0, 1100.0),
     ("l40s", "L40S", 362.0, 183.0),
 ]
+
+
+# ---------------------------------------------------------------- the machine
+
+def cpu_description() -> dict:
+    """The host CPU, which every result file records (the same model and threads run other kernels on another
+    CPU): its model name; the instruction set ATen's vectorised kernels dispatch to; and what ``-march=native``
+    targets, which rrlib.native's kernels are built for (``march`` and ``extensions`` None without a compiler)."""
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as info:  # Linux names the model here; platform.processor() says "x86_64"
+            model = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), model)
+    except OSError:
+        pass
+    try:
+        isa = target_isa()
+    except (OSError, RuntimeError, subprocess.SubprocessError):
+        isa = {"march": None, "extensions": None}
+    return {"model": model, "aten_capability": torch.backends.cpu.get_cpu_capability(), **isa}
 
 
 # ---------------------------------------------------------------- peak FLOP/s and MFU
@@ -519,7 +540,7 @@ def main(argv=None) -> int:
         "command": "python -m rrlib bench " + " ".join(argv),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "git_commit": git_commit(),
         "rrlib_version": __version__, "torch_version": torch.__version__, "python": platform.python_version(),
-        "device": _device_name(device), "precision": precision,
+        "device": _device_name(device), "cpu": cpu_description(), "precision": precision,
         "compile": "eager and compiled" if args.compile_ratio else args.compile, "steps": args.steps,
         "warmup": args.warmup, "repeats": args.repeats, "peak_flops": peak_flops, "peak_flops_source": peak_source,
         "step_clock": ("CUDA events" if device.type == "cuda" else
@@ -566,7 +587,9 @@ def render(result: dict) -> str:
     """The markdown report: the table, then what each number means, the sweep's hours and tokenising."""
     parts = []
     if result["results"]:
-        parts += [f"Device {result['device']}, torch {result['torch_version']}, precision {result['precision']}, "
+        cpu = result["cpu"]
+        parts += [f"Device {result['device']} on {cpu['model']} (ATen {cpu['aten_capability']}, -march=native "
+                  f"{cpu['march']}), torch {result['torch_version']}, precision {result['precision']}, "
                   f"compile {result['compile']}, commit {result['git_commit']}; median of "
                   f"{result['steps'] * result['repeats']} timed steps after {result['warmup']} warmup steps, "
                   f"timed by {result.get('step_clock', 'wall time')}. "
