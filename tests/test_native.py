@@ -38,11 +38,17 @@ def _with_and_without(monkeypatch, fn, inputs, grad):
     return results
 
 
-def _assert_same(results, **tolerance):
+def _assert_same(results, fp32=False):
+    """The two paths' outputs and gradients agree: to float64's default tolerance, or with ``fp32`` to fp32
+    rounding at each tensor's own scale. The kernels and ATen sum in other orders, and ATen's order follows the
+    instruction set it dispatches to, so an entry where terms cancel keeps their absolute error: up to 8e-7 of
+    the largest entry (7 eps) was seen with ATen's AVX-512 and its plain kernels; 1e-5 of it leaves 12 times
+    that, where an absolute 1e-6 failed once in 480 entries of mHC's gradient with the plain kernels."""
     (out, grads), (ref, grads_ref) = results
-    torch.testing.assert_close(out, ref, **tolerance)
-    for g, g_ref in zip(grads, grads_ref):
-        torch.testing.assert_close(g, g_ref, **tolerance)
+    for actual, expected in zip([out, *grads], [ref, *grads_ref]):
+        tolerance = dict(rtol=1e-5, atol=1e-5 * expected.abs().max().item()) if fp32 else {}
+        torch.testing.assert_close(actual, expected, **tolerance)
+    for g in grads:
         assert g.abs().max() > 1e-6  # a live gradient, not two zeros
 
 
@@ -84,7 +90,7 @@ def test_inverse_rms_kernel_matches_pytorch(kernels, monkeypatch, shape):
 def test_sinkhorn_kernel_matches_pytorch(kernels, monkeypatch, tokens):
     logits = torch.randn(2, tokens, 4, 4, **F64) * 2
     results = _with_and_without(monkeypatch, sinkhorn, [logits], torch.randn(2, tokens, 4, 4, **F64))
-    _assert_same(results, rtol=1e-5, atol=1e-6)  # Sinkhorn always runs in fp32
+    _assert_same(results, fp32=True)  # Sinkhorn always runs in fp32
     rows = results[0][0].sum(-1)
     torch.testing.assert_close(rows, torch.ones_like(rows))  # rows sum to 1 after the last normalisation
 
@@ -124,8 +130,7 @@ def test_mhc_step_kernels_match_pytorch(kernels, monkeypatch, tokens, written):
     alpha, bias = torch.rand(3) + 0.5, torch.randn(2 * n + n * n)
     inputs = [streams, weight, alpha, bias] + (_write_inputs(tokens, n, d) if written else [])
     grad = torch.randn(tokens * (d + n + n * n + (n * d if written else 0)))
-    _assert_same(_with_and_without(monkeypatch, _step(mhc_read_and_weigh, written), inputs, grad), rtol=1e-5,
-                 atol=1e-6)
+    _assert_same(_with_and_without(monkeypatch, _step(mhc_read_and_weigh, written), inputs, grad), fp32=True)
 
 
 @pytest.mark.parametrize("k", [2, 4])
