@@ -26,8 +26,8 @@ THREADS = max(1, min(2, os.cpu_count() or 1))
 
 @pytest.fixture(scope="session", autouse=True)
 def _session_threads():
-    """Session fixtures compute at the threads every test does: a run that resumed runs are compared with bit for
-    bit is made before the first test's own fixtures, and a sum split over other threads rounds otherwise."""
+    """Session fixtures, made before any test's own, compute at the tests' thread count too: one is the run that
+    resumed runs must equal bit for bit, and a sum split over another number of threads rounds otherwise."""
     torch.set_num_threads(THREADS)
 
 

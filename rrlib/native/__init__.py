@@ -77,7 +77,7 @@ def _build():
     import torch
     from torch.utils.cpp_extension import load
     try:
-        # -march=native: the build is made on, and cached for, the machine that runs it; 256-bit vectors: the
+        # -march=native: the build is made on, and cached for, the kind of CPU that runs it; 256-bit vectors: the
         # rows here are short (d = 64–300), and AVX-512's remainder loops made them up to 2× slower
         load(name=build_name(), sources=[str(SOURCE)],
              extra_cflags=["-O3", "-fopenmp-simd", "-march=native", "-mprefer-vector-width=256"],
