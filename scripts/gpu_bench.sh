@@ -44,7 +44,7 @@ bench() {  # bench PASS TIMEOUT_S VARIANTS SIZE [FLAG...]: one size of one pass,
     return
   fi
   say "$name: --size $size x $variants on $DEVICE ($PRECISION), at most ${limit}s"
-  timeout -k 15 "$limit" python -m rrlib bench --size "$size" --variants "$variants" --device "$DEVICE" \
+  timeout -k 15 "$limit" python3 -m rrlib bench --size "$size" --variants "$variants" --device "$DEVICE" \
     --precision "$PRECISION" --warmup 3 --steps 10 --paper-csv "$PAPER_CSV" --out "$OUT/$name.json" "$@" 2>&1 \
     | tee -a "$LOG"
   local status=${PIPESTATUS[0]}
@@ -60,7 +60,7 @@ say "start: commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), bu
 if [[ $DEVICE == cuda* ]]; then
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | tee -a "$LOG"
 fi
-python -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1 | tee -a "$LOG"
+python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1 | tee -a "$LOG"
 
 for size in "${EAGER_SIZES[@]}"; do
   bench eager "$(( $(left) < EAGER_S ? $(left) : EAGER_S ))" review,highway,standard "$size"

@@ -1,14 +1,35 @@
 #!/usr/bin/env bash
-# Installs what rrlib, its notebooks and its tests need. Idempotent: a second run installs nothing new.
-#   bash scripts/setup.sh            Python packages (pinned in requirements.txt) and rrlib itself
+# Installs what rrlib, its notebooks and its tests need into the environment scripts/py runs: the one already in
+# use (an activated virtualenv or conda env), else the project's own .venv/, made here from the system's python3,
+# which is never installed into. Idempotent: a second run installs nothing new.
+#   bash scripts/setup.sh            Python packages (pinned in requirements.txt) and rrlib itself (editable)
 #   bash scripts/setup.sh --browser  also Debian's Chromium, for the test that opens the report in a browser
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -m pip install -q -r requirements.txt
-echo "setup: installed requirements.txt into $(python3 -c 'import sys; print(sys.prefix)')"
+python="$(bash scripts/py --which)"
+if [[ "$python" == "$PWD/.venv/bin/python" && ! -x "$python" ]]; then
+  # the project's own; where venv fails half-way, the folder it leaves has no pip and is removed
+  if ! said=$(python3 -m venv .venv 2>&1); then
+    rm -rf .venv
+    # Debian and Ubuntu ship venv's pip bootstrap (ensurepip) apart from python3, in the package python3-venv
+    if [[ "$said" != *ensurepip* ]]; then
+      echo "$said" >&2
+      exit 1
+    elif [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
+      echo "setup: python3 needs the package python3-venv to make a virtual environment; install it (sudo apt-get install python3-venv) and run this again" >&2
+      exit 1
+    fi
+    echo "setup: installing python3-venv with apt-get, which python3 needs to make a virtual environment"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+    python3 -m venv .venv || { rm -rf .venv; exit 1; }
+  fi
+  echo "setup: made the project's virtual environment .venv/ with $(python3 --version)"
+fi
+"$python" -m pip install -q -r requirements.txt
+echo "setup: installed requirements.txt into $("$python" -c 'import sys; print(sys.prefix)')"
 # The report's notebooks run on the kernel "python3". It is registered inside this environment (--sys-prefix),
 # never in the user's own kernel folder, where it would replace the python3 kernel of every other environment.
-python3 -m ipykernel install --sys-prefix --name python3 >/dev/null
+"$python" -m ipykernel install --sys-prefix --name python3 >/dev/null
 echo "setup: registered the Jupyter kernel python3 inside that environment (nothing outside it was changed)"
 if [[ "${1:-}" == "--browser" ]] && ! command -v chromium >/dev/null 2>&1; then
   if command -v apt-get >/dev/null 2>&1; then

@@ -21,10 +21,20 @@ def shared() -> Path:
     return path
 
 
+THREADS = max(1, min(2, os.cpu_count() or 1))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_threads():
+    """Session fixtures, made before any test's own, compute at the tests' thread count too: one is the run that
+    resumed runs must equal bit for bit, and a sum split over another number of threads rounds otherwise."""
+    torch.set_num_threads(THREADS)
+
+
 @pytest.fixture(autouse=True)
 def _deterministic():
     torch.manual_seed(0)
-    torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+    torch.set_num_threads(THREADS)
     yield
 
 

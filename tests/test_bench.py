@@ -6,6 +6,7 @@ import torch
 
 from rrlib.__main__ import main as cli
 from rrlib.model import GPT, count_params
+from rrlib.rules import native
 from rrlib.runs.presets import resolve_run
 from rrlib.speed import bench, peaks, pricing, timing
 
@@ -24,6 +25,9 @@ def test_bench_writes_its_result_file(tiny_result):
     for key in ("device", "torch_version", "git_commit", "precision", "peak_flops_source", "peak_memory_kind"):
         assert result[key]
     assert result["precision"] == "fp32" and result["peak_flops"] is None and result["sweep"] is None
+    cpu = result["cpu"]  # the CPU, and the instruction sets its kernels were dispatched to and built for
+    assert cpu["model"] and cpu["aten_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert cpu["march"] is None or {k: cpu[k] for k in ("march", "extensions")} == native.target_isa()
     rows = {row["variant"]: row for row in result["results"]}
     assert list(rows) == ["review", "highway", "standard"]
     std = rows["standard"]
@@ -41,6 +45,16 @@ def test_bench_writes_its_result_file(tiny_result):
     assert rows["standard"]["params"] >= rows["review"]["params"] <= rows["highway"]["params"]
     table = tiny_result.with_suffix(".md").read_text()
     assert table.count("| tiny |") == 3 and "step vs std" in table
+    assert f"on {cpu['model']} (ATen {cpu['aten_capability']}, -march=native {cpu['march']})" in table
+
+
+def test_without_a_compiler_the_cpu_is_still_named(monkeypatch):
+    def no_compiler():
+        raise FileNotFoundError("c++")
+
+    monkeypatch.setattr(bench, "target_isa", no_compiler)
+    cpu = bench.cpu_description()
+    assert cpu["model"] and cpu["aten_capability"] and cpu["march"] is None and cpu["extensions"] is None
 
 
 def test_a_size_out_of_memory_is_skipped_not_fatal(monkeypatch, tmp_path):

@@ -289,8 +289,11 @@ def test_hc_at_init_is_the_standard_residual_read_through_its_streams():
     idx = torch.randint(0, 97, (2, 16))
     inputs, end = run_stream(model, idx)
     standard_inputs, standard_end = run_stream(standard, idx)
-    assert all(torch.equal(a, b) for a, b in zip(inputs, standard_inputs))  # bit for bit at every sublayer
-    torch.testing.assert_close(end, N_STREAMS * standard_end, rtol=1e-6, atol=0)  # the head sums n copies
+    # bit for bit at every sublayer: one-hot read weights, M = I and b = 1 only add exact zeros to h + u
+    assert all(torch.equal(a, b) for a, b in zip(inputs, standard_inputs))
+    # the head sums n copies, rounding at each add where standard's h + u rounds once: equal to fp32 rounding
+    # (eps 1.2e-7) at the tensor's scale, since an entry where h and u cancel keeps its terms' absolute error
+    torch.testing.assert_close(end, N_STREAMS * standard_end, rtol=1e-6, atol=1e-6 * standard_end.abs().max().item())
     assert torch.equal(model.norm_f(end), model.hidden(idx))  # run_stream is the model's own loop
 
 

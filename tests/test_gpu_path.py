@@ -134,11 +134,21 @@ def test_head_padding_keeps_counts_and_shapes():
     assert {k: v.shape for k, v in padded.state_dict().items()} == {k: v.shape for k, v in plain.state_dict().items()}
 
 
-@pytest.mark.parametrize("vocab_size,chunk,accum,bitwise", [
-    (50257, 4096, 1, True), (97, 4096, 1, True), (50257, 4096, 3, False), (50257, 5, 1, False), (97, 7, 3, False)])
-def test_padded_chunked_loss_equals_the_plain_path(vocab_size, chunk, accum, bitwise):
-    """One chunk runs the plain path's very ops: bitwise on CPU. Several chunks sum in another order, and a
-    1/accum factor meets the 1/N one in another order (both to float tolerance)."""
+def fp32_close(actual, expected) -> bool:
+    """Equal to fp32 rounding at the tensor's own scale. A loss that differs in its last bit (eps = 1.2e-7)
+    reaches each gradient through a dozen matmuls and norms whose sums cancel, so an entry's error is bounded by
+    its tensor's largest entry, not by itself: up to 3e-6 of it (26 eps) was seen here with several chunks or
+    1/accum, under MKL's AVX-512, AVX2 and SSE4.2 kernels alike; 1e-5 of it leaves three times that."""
+    return torch.allclose(actual, expected, rtol=1e-5, atol=1e-5 * expected.abs().max().item())
+
+
+@pytest.mark.parametrize("vocab_size,chunk,accum", [(50257, 4096, 1), (97, 4096, 1), (50257, 4096, 3), (50257, 5, 1),
+                                                    (97, 7, 3)])
+def test_padded_chunked_loss_equals_the_plain_path(vocab_size, chunk, accum):
+    """Unpadded, one chunk runs the plain path's very ops on the very shapes: bitwise. A padded head multiplies by
+    50,304 rows where the plain one has 50,257, and BLAS may take other kernels for the other shape (an AVX-512
+    Xeon's MKL does, and wte's gradient moves in its last bit); several chunks sum in another order, and a
+    1/accum factor meets the 1/N one in another order: these agree to fp32 rounding (``fp32_close``)."""
     torch.manual_seed(0)
     plain = small(vocab_size=vocab_size, plain_head=True)
     fast = small(vocab_size=vocab_size)
@@ -151,11 +161,13 @@ def test_padded_chunked_loss_equals_the_plain_path(vocab_size, chunk, accum, bit
         (loss / accum).backward()  # as optimizer_step scales a micro-batch's loss
         losses.append(loss)
         grads.append({k: p.grad for k, p in model.named_parameters()})
-    check = torch.equal if bitwise else (lambda a, b: torch.allclose(a, b, rtol=1.3e-6, atol=1e-5))
+    same_shapes = head_rows(vocab_size) == vocab_size
+    check = torch.equal if same_shapes and chunk >= x.numel() and accum == 1 else fp32_close
     assert check(losses[0], losses[1])
     for name in grads[0]:
         assert check(grads[0][name], grads[1][name]), name
-    assert torch.equal(plain(x)[0], fast(x)[0]) and fast(x)[0].shape == (2, 8, vocab_size)
+    assert (torch.equal if same_shapes else fp32_close)(plain(x)[0], fast(x)[0])
+    assert fast(x)[0].shape == (2, 8, vocab_size)
 
 
 def test_chunked_loss_under_bf16_autocast_matches_the_plain_one():

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import platform
+import subprocess
 import sys
 import tempfile
 import time
@@ -43,6 +44,7 @@ from pathlib import Path
 
 import torch
 
+from ..rules.native import target_isa
 from ..runs.checkpoints import write_json_atomic
 from ..runs.config import PROJECT_ROOT, ConfigError, project_path
 from ..runs.data import TOKENIZERS, get_tokenizer, iter_stories, load_token_data
@@ -57,6 +59,26 @@ from .timing import bench_size, cpu_step_clock, rule_option_sets, say
 SHARED = PROJECT_ROOT.parent / "shared"
 PAPER_CSV = SHARED / "reference" / "scaling_v8.csv"
 GPT2_DIR = SHARED / "data" / "gpt2"
+
+
+# ---------------------------------------------------------------- the machine
+
+def cpu_description() -> dict:
+    """The host CPU, which every result file records (the same model and threads run other kernels on another
+    CPU): its model name; the instruction set ATen's vectorised kernels dispatch to; and what ``-march=native``
+    targets, which rrlib.rules.native's kernels are built for (``march`` and ``extensions`` None without a
+    compiler)."""
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as info:  # Linux names the model here; platform.processor() says "x86_64"
+            model = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), model)
+    except OSError:
+        pass
+    try:
+        isa = target_isa()
+    except (OSError, RuntimeError, subprocess.SubprocessError):
+        isa = {"march": None, "extensions": None}
+    return {"model": model, "aten_capability": torch.backends.cpu.get_cpu_capability(), **isa}
 
 
 # ---------------------------------------------------------------- tokenising
@@ -179,7 +201,7 @@ def main(argv=None) -> int:
         "command": "python -m rrlib bench " + " ".join(argv),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "git_commit": git_commit(),
         "rrlib_version": __version__, "torch_version": torch.__version__, "python": platform.python_version(),
-        "device": device_name(device), "precision": precision,
+        "device": device_name(device), "cpu": cpu_description(), "precision": precision,
         "compile": "eager and compiled" if args.compile_ratio else args.compile, "steps": args.steps,
         "warmup": args.warmup, "repeats": args.repeats, "peak_flops": peak_flops, "peak_flops_source": peak_source,
         "step_clock": ("CUDA events" if device.type == "cuda" else
@@ -226,7 +248,9 @@ def render(result: dict) -> str:
     """The markdown report: the table, then what each number means, the sweep's hours and tokenising."""
     parts = []
     if result["results"]:
-        parts += [f"Device {result['device']}, torch {result['torch_version']}, precision {result['precision']}, "
+        cpu = result["cpu"]
+        parts += [f"Device {result['device']} on {cpu['model']} (ATen {cpu['aten_capability']}, -march=native "
+                  f"{cpu['march']}), torch {result['torch_version']}, precision {result['precision']}, "
                   f"compile {result['compile']}, commit {result['git_commit']}; median of "
                   f"{result['steps'] * result['repeats']} timed steps after {result['warmup']} warmup steps, "
                   f"timed by {result.get('step_clock', 'wall time')}. "

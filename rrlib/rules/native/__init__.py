@@ -2,20 +2,70 @@
 system's C++ compiler and registered as operators (``torch.ops.rrlib_native``).
 
 ``kernels()`` returns those operators, or None where they cannot be built (no compiler or ninja) or
-``RRLIB_NATIVE=0`` is set; the callers (rrlib.rules.depth_mixing) then run the same formulas as PyTorch
-operations, so a rule computes the same numbers either way, to rounding (tests/test_native.py compares the two).
-They run on CPU tensors only; CUDA always takes the PyTorch path. The build takes about 15 s once and is cached
-by PyTorch (``TORCH_EXTENSIONS_DIR``, by default under ``~/.cache/torch_extensions``), keyed by the source and
-flags, so a changed kernel is rebuilt. Imports nothing of rrlib's.
+``RRLIB_NATIVE=0`` is set; the callers (rrlib.rules.depth_mixing) then run the
+same formulas as PyTorch operations, so a rule computes the same numbers either way, to rounding
+(tests/test_native.py compares the two). They run on CPU tensors only; CUDA always takes the PyTorch path. The
+build takes about 15 s once and is cached by PyTorch (``TORCH_EXTENSIONS_DIR``, by default under
+``~/.cache/torch_extensions``), keyed by the source and flags, so a changed kernel is rebuilt. The flags say
+``-march=native`` on every machine, so the build's name (its folder's) carries a hash of what that stands for
+here (``build_name``): nodes of a cluster that share a home keep one build per kind of CPU, and none loads
+another kind's (an AVX-512 build on an AVX2 node stops at its first illegal instruction). Imports nothing of
+rrlib's.
 """
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
+import shlex
+import subprocess
 import warnings
 from pathlib import Path
 
 SOURCE = Path(__file__).with_name("stream_ops.cpp")
+
+
+@functools.cache
+def native_target() -> tuple[str, ...]:
+    """The target flags ``-march=native`` stands for on this machine, as the C++ compiler that builds the kernels
+    expands them (``-###`` prints the command line of the compiler proper). Raises where it cannot be run."""
+    compiler = os.environ.get("CXX", "c++")  # the one torch.utils.cpp_extension builds with
+    driver = subprocess.run([compiler, "-march=native", "-###", "-E", "-x", "c++", os.devnull],
+                            capture_output=True, text=True, timeout=60)
+    flags = target_flags(driver.stderr)
+    if not flags:
+        raise RuntimeError(f"`{compiler} -march=native -###` did not say which CPU it targets")
+    return flags
+
+
+def target_flags(driver_output: str) -> tuple[str, ...]:
+    """The target flags in a compiler driver's ``-###`` output: GCC's ``-march=<cpu>``, one ``-m<extension>`` or
+    ``-mno-<extension>`` for each instruction-set extension it knows, its cache-size ``--param``s and ``-mtune``;
+    clang's ``-target-cpu``, ``-target-feature ±<extension>`` and ``-tune-cpu``. Empty if it names no CPU."""
+    for line in driver_output.splitlines():
+        words = shlex.split(line)
+        pairs = list(zip(words, words[1:]))
+        if "-target-cpu" in words:  # clang
+            return tuple(f"{w} {v}" for w, v in pairs if w in ("-target-cpu", "-target-feature", "-tune-cpu"))
+        if any(w.startswith("-march=") and w != "-march=native" for w in words):  # GCC
+            return tuple([w for w in words if w.startswith("-m")] + [f"--param {v}" for w, v in pairs
+                                                                      if w == "--param"])
+    return ()
+
+
+def target_isa() -> dict:
+    """``native_target`` for a reader: the CPU it names and the extensions it turns on."""
+    flags = native_target()
+    march = next(f.split("=", 1)[1] if "=" in f else f.split()[1] for f in flags
+                 if f.startswith(("-march=", "-target-cpu")))
+    on = [f[2:] for f in flags if f.startswith("-m") and not f.startswith(("-mno-", "-march=", "-mtune="))]
+    on += [f.split()[1][1:] for f in flags if f.startswith("-target-feature +")]
+    return {"march": march, "extensions": sorted(on)}
+
+
+def build_name() -> str:
+    """The build's name, and its folder's: the kernel's name and a hash of ``native_target``."""
+    return "rrlib_stream_ops_" + hashlib.sha256("\n".join(native_target()).encode()).hexdigest()[:12]
 
 
 def enabled() -> bool:
@@ -28,9 +78,9 @@ def _build():
     import torch
     from torch.utils.cpp_extension import load
     try:
-        # -march=native: the build is made on, and cached for, the machine that runs it; 256-bit vectors: the
+        # -march=native: the build is made on, and cached for, the kind of CPU that runs it; 256-bit vectors: the
         # rows here are short (d = 64–300), and AVX-512's remainder loops made them up to 2× slower
-        load(name="rrlib_stream_ops", sources=[str(SOURCE)],
+        load(name=build_name(), sources=[str(SOURCE)],
              extra_cflags=["-O3", "-fopenmp-simd", "-march=native", "-mprefer-vector-width=256"],
              is_python_module=False, verbose=False)
         _register_flop_formulas(torch.ops.rrlib_native)
