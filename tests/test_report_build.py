@@ -8,7 +8,7 @@ import pytest
 from rrlib.report.build import execute
 from rrlib.report.inputs import page_inputs
 from rrlib.report.notebooks import NOTEBOOKS
-from rrlib.report.render import render
+from rrlib.report.render import for_reading, render
 
 SMALL = '''# ---
 # jupyter:
@@ -105,6 +105,16 @@ def test_page_leaves_progress_out_and_formats_tables(two_builds):
     assert "0.00035" in page and "✓" in page and "2.242" in page and "0.00034941" not in page
     assert 'href="tables/09_table.csv"' in page
     assert "0.00034941" in (out / "tables" / "09_table.csv").read_text()
+
+
+def test_a_cells_printing_is_one_box_however_the_kernel_flushed_it():
+    out = lambda name, text: nbformat.v4.new_output("stream", name=name, text=text)
+    cell = nbformat.v4.new_code_cell("print(1); slow(); print(2)")
+    cell.outputs = [out("stdout", "1\n"), out("stderr", "progress\n"), out("stdout", "2\n"),
+                    nbformat.v4.new_output("display_data", {"text/plain": "table"}), out("stdout", "3\n")]
+    page = for_reading(nbformat.v4.new_notebook(cells=[cell]))
+    assert [(o.output_type, o.get("text")) for o in page.cells[0].outputs] == [
+        ("stream", "1\n2\n"), ("display_data", None), ("stream", "3\n")]
 
 
 def test_a_page_is_reused_until_its_notebook_parameters_or_results_change(tmp_path):

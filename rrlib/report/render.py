@@ -87,7 +87,7 @@ def without_machine_paths(text: str) -> str:
 def for_reading(notebook, name: str = "NN_topic"):
     """The executed notebook as a static page shows it: formulas drawn, a note where a live widget stands, no
     Colab setup cell, no progress (stderr), no machine paths, and nothing that changes from build to build
-    (cell ids are numbered, execution times dropped)."""
+    (cell ids are numbered, execution times dropped, printed text in one piece)."""
     import nbformat
 
     notebook.metadata = {k: v for k, v in notebook.metadata.items() if k in ("kernelspec", "language_info")}
@@ -100,8 +100,8 @@ def for_reading(notebook, name: str = "NN_topic"):
             continue
         # widget views (sliders, tqdm's bars) need a kernel; a cell tagged "live" holds controls a reader would
         # want to move, so the page says where they work
-        cell.outputs = [o for o in cell.outputs if WIDGET_VIEW not in o.get("data", {})
-                        and not (o.output_type == "stream" and o.name == "stderr")]
+        cell.outputs = joined_streams([o for o in cell.outputs if WIDGET_VIEW not in o.get("data", {})
+                                       and not (o.output_type == "stream" and o.name == "stderr")])
         if "live" in cell.metadata.get("tags", []):
             cell.outputs.insert(0, nbformat.v4.new_output("display_data", {"text/html": LIVE_NOTE.format(name=name)}))
         for output in cell.outputs:
@@ -113,6 +113,22 @@ def for_reading(notebook, name: str = "NN_topic"):
             if "traceback" in output:
                 output.traceback = [without_machine_paths(line) for line in output.traceback]
     return notebook
+
+
+def joined_streams(outputs: list) -> list:
+    """``outputs`` with each run of consecutive prints to one stream joined into one output.
+
+    The kernel sends a cell's printing in pieces, one per flush (every 0.2 s): a slow step between two prints
+    cuts them apart on a busy machine and not on an idle one, and each piece is a box of its own on the page.
+    """
+    joined = []
+    for output in outputs:
+        last = joined[-1] if joined else None
+        if last is not None and output.output_type == last.output_type == "stream" and output.name == last.name:
+            last.text += output.text
+        else:
+            joined.append(output)
+    return joined
 
 
 def title_of(notebook) -> str:
