@@ -13,7 +13,8 @@ import torch
 
 from rrlib.runs.config import RECIPES, ConfigError, RunConfig, recipe_name
 from rrlib.runs.presets import available_sizes, load_preset, resolve_run
-from rrlib.runs.data import get_tokenizer, load_token_data
+from rrlib.runs.data import get_tokenizer
+from rrlib.runs.token_cache import load_token_data
 from rrlib.model import GPT
 from rrlib.runs.optim import make_optimizer
 
