@@ -26,13 +26,14 @@ from ..runs.train import train_run
 
 
 def check_run_files(root: Path) -> int:
-    """Every result.json and config.json of the run folders under ``root``, read as the pages will read them.
+    """Every result.json and config.json of the run roots in ``root`` (``<root>/<runs>/<size>/<variant>/seed<k>``,
+    or one level deeper, as the looped sweep's ``lr<rate>`` roots), read as the pages will read them.
 
     A file that is not what rrlib writes is one StateError sentence naming it, before any page runs (a page that
     met it would fail with a formatting error naming no file, or leave the run out unsaid). Returns how many
     run folders were read.
     """
-    folders = sorted({p.parent for p in Path(root).rglob("seed*/result.json")})
+    folders = sorted({p.parent for depth in ("*/*/*", "*/*/*/*") for p in Path(root).glob(f"{depth}/seed*/result.json")})
     for folder in folders:
         fix = f"restore it from a copy, or move the folder {folder} out of {root} (a sweep's --move-aside does this)"
         read_result(folder, fix)

@@ -175,9 +175,9 @@ def _read_stories(path: Path) -> Iterator[str]:
 
         try:
             table = pq.ParquetFile(path)
-        except (pa.ArrowException, OSError) as err:
-            raise DataError(f"{path} is not a Parquet file ({str(err).splitlines()[0][:80]}); a .parquet data file "
-                            f"needs a 'text' column, and raw text belongs in a .txt file") from None
+        except (pa.ArrowException, OSError):
+            raise DataError(f"{path} is not a Parquet file; a .parquet data file is a table with a 'text' column "
+                            f"(raw text belongs in a .txt file)") from None
         if "text" not in table.schema_arrow.names:
             raise DataError(f"{path} has no 'text' column (columns: {', '.join(table.schema_arrow.names)})")
         for batch in table.iter_batches(columns=["text"]):

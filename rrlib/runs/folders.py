@@ -31,15 +31,15 @@ class RunBusy(RuntimeError):
     """Another process holds this run's lock."""
 
 
-def writable_folder(folder: Path, what: str) -> None:
-    """Refuse, in one sentence, a folder that cannot be made or written: checked before anything is, so that a
-    ``--out`` that is a file, or lies where this user cannot write, fails before any work and leaves nothing."""
+def writable_folder(folder: Path, option: str) -> None:
+    """Refuse, in one sentence, a folder that cannot be made or written: checked before anything is, so that an
+    ``--out`` that is a file, or lies where this process cannot write, fails before any work and leaves nothing."""
     existing = next(p for p in (folder, *folder.parents) if p.exists())
     if not existing.is_dir():
-        raise ConfigError(f"{what} {folder} cannot be a folder: {existing} is a file; give a folder there")
+        raise ConfigError(f"cannot write {folder}: {existing} is a file, not a folder; give {option} a folder")
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise ConfigError(f"{what} {folder} cannot be written: {existing} is not writable by this user; give "
-                          f"a folder you can write")
+        raise ConfigError(f"cannot write {folder}: {existing} is not writable here (a read-only disk, or another "
+                          f"user's folder); give {option} a folder you can write")
 
 
 @contextlib.contextmanager
@@ -122,7 +122,7 @@ def _conflict(run: RunConfig, recorded: dict, header: dict | None, ckpt: dict | 
     if there != {here}:
         name = Path(run.data.data_path).name if run.data.data_path else run.data.dataset
         return (f"{what} trained on other data: the tokens of {name} hash to {', '.join(sorted(there))} there and "
-                f"{here} here, so the file has changed since")
+                f"{here} here: not the data the run was trained on")
     return None
 
 

@@ -8,6 +8,8 @@ training.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 from .config import RunConfig, project_path
 from .data import DataError
 from .token_cache import TokenData, load_token_data
@@ -25,15 +27,17 @@ def load_run_data(run: RunConfig) -> TokenData:
 
 def checked_run_data(run: RunConfig) -> TokenData:
     """``load_run_data``, with every window the run will cut checked against the streams' lengths."""
-    data = load_run_data(run)
+    data, dc = load_run_data(run), run.data
     window = run.model.seq_len + 1
+    name = Path(dc.data_path).name if dc.data_path else dc.dataset
     if len(data.train) < window:
-        raise DataError(f"the train stream ({data.source}) has {len(data.train):,} tokens, fewer than one window of "
-                        f"model.seq_len + 1 = {window}; use more data (data.max_stories, a longer data file) or a "
-                        f"shorter model.seq_len")
+        raise DataError(f"the train stream of {name} has {len(data.train):,} tokens, fewer than one window of "
+                        f"model.seq_len + 1 = {window}; use more data (a longer file, a higher data.max_stories, now "
+                        f"{dc.max_stories}) or a shorter model.seq_len")
     if len(data.heldout) < window:
-        lengthen = "data.max_stories or data.heldout_frac" if run.data.heldout == "tail" else "the validation file"
-        raise DataError(f"the held-out stream ({data.heldout_name}) has "
-                        f"{len(data.heldout):,} tokens, fewer than one evaluation window of model.seq_len + 1 = "
-                        f"{window}; raise {lengthen}, or use a shorter model.seq_len")
+        held, lengthen = (f"the last {dc.heldout_frac:g} of {name}'s stream",
+                          f"data.max_stories (now {dc.max_stories}) or data.heldout_frac (now {dc.heldout_frac:g})") \
+            if dc.heldout == "tail" else (data.heldout_name, "the validation file")
+        raise DataError(f"the held-out stream ({held}) has {len(data.heldout):,} tokens, fewer than one evaluation "
+                        f"window of model.seq_len + 1 = {window}; raise {lengthen}, or use a shorter model.seq_len")
     return data

@@ -55,8 +55,9 @@ def grid(size: str, variants=None, seeds=None, shard: tuple[int, int] = (0, 1)) 
     cells = [(v, s) for s in seeds for v in variants]  # seed-major: a partial sweep is still paired
     k, n = shard
     if k >= len(cells):
-        raise ConfigError(f"shard {k}/{n} holds no run: this grid has {len(cells)} (variants x seeds), so shards "
-                          f"0/{n} to {len(cells) - 1}/{n} have runs; use at most {len(cells)} shards")
+        raise ConfigError(f"shard {k}/{n} holds no run: the grid has {len(cells)} runs ({len(variants)} variants x "
+                          f"{len(seeds)} seeds), so only shards 0/{n} to {len(cells) - 1}/{n} have any; use at most "
+                          f"{len(cells)} shards")
     return cells[k::n]
 
 

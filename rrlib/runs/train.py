@@ -165,7 +165,7 @@ def out_of_memory_advice(run: RunConfig, device: torch.device, world: int) -> st
     share = run.train.batch_size // world
     micro = run.train.micro_batch_size or share
     where = f"{run.size}/{run.variant}/seed{run.seed} ran out of memory on {device_name(device)} with {micro} " \
-            f"sequences per forward pass"
+            f"sequence{'' if micro == 1 else 's'} per forward pass"
     if micro == 1:
         return f"{where}; even one sequence does not fit: use a smaller size or a device with more memory"
     smaller = next(d for d in range(micro // 2, 0, -1) if share % d == 0)
