@@ -106,7 +106,7 @@ def test_a_data_file_shorter_than_one_window_is_refused_before_the_first_step(tm
 
 @pytest.mark.parametrize("overrides,message", [
     ({"train": {"grad_clip": -1.0}}, "train.grad_clip must be a positive finite number"),
-    ({"train": {"micro_batch_size": -2}}, "train.micro_batch_size must be a whole number of at least 1, got -2"),
+    ({"train": {"micro_batch_size": -2}}, "train.micro_batch_size must be a positive whole number, got -2"),
     ({"train": {"micro_batch_size": 3}}, "train.micro_batch_size 3 does not divide train.batch_size 8"),
     ({"train": {"lr": float("inf")}}, "train.lr must be a positive finite number, got inf"),
     ({"train": {"weight_decay": -0.1}}, "train.weight_decay must be a finite number of at least 0, got -0.1"),
@@ -116,10 +116,10 @@ def test_a_data_file_shorter_than_one_window_is_refused_before_the_first_step(tm
     ({"train": {"betas": [0.9]}}, r"train.betas must be two numbers in \[0, 1\)"),
     ({"train": {"fixed_eval_tokens": 0}}, "train.fixed_eval_tokens must hold at least one evaluation window of "
                                           r"model.seq_len \+ 1 = 65 tokens, got 0"),
-    ({"train": {"paper_eval_batches": 0}}, "train.paper_eval_batches must be a whole number of at least 1, got 0"),
+    ({"train": {"paper_eval_batches": 0}}, "train.paper_eval_batches must be a positive whole number, got 0"),
     ({"train": {"device": "mps"}}, "unknown train.device 'mps'; valid devices: auto, cpu, cuda, cuda:<index>"),
     ({"train": {"device": "meta"}}, "unknown train.device 'meta'"),
-    ({"data": {"max_stories": -1}}, "data.max_stories must be a whole number of at least 1, got -1"),
+    ({"data": {"max_stories": -1}}, "data.max_stories must be a positive whole number, got -1"),
     ({"data": {"heldout_frac": 0}}, r"data.heldout_frac must be a number in \(0, 1\), got 0"),
     ({"model": {"vocab_size": 1000}}, "model.vocab_size is not set directly: it follows data.tokenizer"),
     ({"model": {"rule_options": {"gain": 2}}}, "bad options"),
@@ -137,12 +137,12 @@ def test_a_seed_outside_what_torch_takes_is_refused(seed):
 
 
 @pytest.mark.parametrize("argv,message", [
-    (["--micro-batch-size", "-2"], "train.micro_batch_size must be a whole number of at least 1, got -2"),
+    (["--micro-batch-size", "-2"], "train.micro_batch_size must be a positive whole number, got -2"),
     (["--lr", "inf"], "train.lr must be a positive finite number, got inf"),
     (["--device", "mps"], "unknown train.device 'mps'"),
-    (["--max-stories", "-1"], "data.max_stories must be a whole number of at least 1, got -1"),
+    (["--max-stories", "-1"], "data.max_stories must be a positive whole number, got -1"),
     (["--set", "model.vocab_size=1000"], "model.vocab_size is not set directly"),
-    (["--set", "train.paper_eval_batches=0"], "train.paper_eval_batches must be a whole number of at least 1"),
+    (["--set", "train.paper_eval_batches=0"], "train.paper_eval_batches must be a positive whole number"),
     (["--seed", str(2**64)], "a seed must be a whole number from 0 to 2**64 - 1"),
     (["--max-stories", "1", "--eval-every", "100000"], "the held-out stream (the last 0.03 of"),
 ])

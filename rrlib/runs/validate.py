@@ -50,7 +50,8 @@ def check_seed(seed) -> int:
 
 def _at_least(name: str, value, low: int) -> None:
     if value < low:
-        raise ConfigError(f"{name} must be a whole number of at least {low}, got {value!r}")
+        raise ConfigError(f"{name} must be a positive whole number, got {value!r}" if low == 1 else
+                          f"{name} must be a whole number of at least {low}, got {value!r}")
 
 
 def _number(name: str, value, inside, what: str) -> None:
@@ -59,9 +60,9 @@ def _number(name: str, value, inside, what: str) -> None:
         raise ConfigError(f"{name} must be {what}, got {value!r}")
 
 
-def _choice(name: str, value, choices) -> None:
+def _choice(name: str, value, choices, kind: str = "choices") -> None:
     if value not in choices:
-        raise ConfigError(f"unknown {name} {value!r}; valid choices: {', '.join(choices)}")
+        raise ConfigError(f"unknown {name} {value!r}; valid {kind}: {', '.join(choices)}")
 
 
 def validate(model, train, data) -> None:
@@ -79,7 +80,7 @@ def validate(model, train, data) -> None:
         build_rule(model.variant, StreamShape(model.d_model, model.n_layers, model.n_loops), **model.rule_options)
     for (section, name), choices in SWITCH_CHOICES.items():
         _choice(f"{section}.{name}", getattr(sections[section], name), choices)
-    _choice("data.tokenizer", data.tokenizer, tuple(TOKENIZER_VOCAB))
+    _choice("data.tokenizer", data.tokenizer, tuple(TOKENIZER_VOCAB), "tokenizers")
     if model.vocab_size != TOKENIZER_VOCAB[data.tokenizer]:
         raise ConfigError(f"model.vocab_size follows data.tokenizer ({data.tokenizer}: "
                           f"{TOKENIZER_VOCAB[data.tokenizer]}), got {model.vocab_size}")
@@ -103,7 +104,7 @@ def validate(model, train, data) -> None:
     if train.fixed_eval_tokens < model.seq_len + 1:
         raise ConfigError(f"train.fixed_eval_tokens must hold at least one evaluation window of model.seq_len + 1 = "
                           f"{model.seq_len + 1} tokens, got {train.fixed_eval_tokens!r}")
-    _choice("train.precision", train.precision, PRECISIONS)
+    _choice("train.precision", train.precision, PRECISIONS, "precisions")
     _choice("train.keep_weights", train.keep_weights, KEEP_WEIGHTS)
     if not DEVICE_NAMES.fullmatch(train.device):
         raise ConfigError(f"unknown train.device {train.device!r}; valid devices: auto, cpu, cuda, cuda:<index>")
