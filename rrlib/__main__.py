@@ -1,7 +1,9 @@
 """Train, sweep, benchmark and report: python -m rrlib train|sweep|bench|report ... (each has its own --help).
 
 Every error a user can cause (unknown size or variant, bad numbers, missing data) ends in one sentence and
-exit status 2; nothing already written is touched.
+exit status 2; nothing already written is touched. A relative path typed here (--out, --data-path, --val-path,
+--set data.cache_dir=...) is read against the current folder; paths in presets are the project's
+(rrlib.runs.config).
 """
 from __future__ import annotations
 
@@ -54,7 +56,8 @@ def add_overrides(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compile", action="store_true", default=None, help="torch.compile the model")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="any other setting, e.g. --set model.n_loops=4 --set train.warmup_steps=100")
-    p.add_argument("--out", default="outputs/runs", help="root of the run folders (default: %(default)s)")
+    p.add_argument("--out", default=None,
+                   help="root of the run folders, relative to the current folder (default: the project's outputs/runs)")
     p.add_argument("--move-aside", action="store_true",
                    help="a run folder that holds another run (other settings) or an unreadable file is renamed "
                         "to moved-seed<k>-<fingerprint> beside it and the run starts afresh; nothing is deleted")
@@ -62,7 +65,13 @@ def add_overrides(p: argparse.ArgumentParser) -> None:
                    help="start even when the estimate says the run is far beyond this CPU's reach")
 
 
+# Settings that are paths: typed on the command line, a relative one is read against the current folder
+PATH_SETTINGS = {("data", "data_path"), ("data", "val_path"), ("data", "cache_dir"), ("data", "gpt2_dir")}
+
+
 def overrides_from(args) -> dict:
+    from .runs.config import given_path
+
     out: dict = {}
     for flag, (section, field, _) in OVERRIDE_FLAGS.items():
         if getattr(args, flag) is not None:
@@ -79,6 +88,10 @@ def overrides_from(args) -> dict:
         except yaml.YAMLError:
             raise ConfigError(f"bad --set value in {item!r}; write a number, true/false, null, a word or a "
                               f"[list]") from None
+    for section, field in PATH_SETTINGS:
+        value = out.get(section, {}).get(field)
+        if isinstance(value, str) and value:
+            out[section][field] = given_path(value)
     return out
 
 
@@ -88,13 +101,12 @@ def csv_list(kind):
 
 def seed_number(text: str) -> int:
     """A seed as the command line takes it: the run folder is seed<k>, and batches are drawn from k."""
+    from .runs.validate import check_seed
+
     try:
-        seed = int(text)
-    except ValueError:
-        seed = -1
-    if seed < 0:
-        raise argparse.ArgumentTypeError(f"a seed must be a whole number 0 or above, got {text!r}")
-    return seed
+        return check_seed(int(text))
+    except (ValueError, ConfigError):
+        raise argparse.ArgumentTypeError(f"a seed must be a whole number from 0 to 2**64 - 1, got {text!r}") from None
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -163,13 +175,20 @@ def main(argv=None) -> int:
         return 130
 
 
+def out_root(args) -> str:
+    """--out as the library takes it (rrlib.runs.config: relative to the project where it lies inside it)."""
+    from .runs.config import given_path
+
+    return "outputs/runs" if args.out is None else given_path(args.out)
+
+
 def run_command(args) -> int:
     if args.command == "train":
         from .runs.presets import resolve_run
         from .runs.folders import RunBusy
         from .runs.train import train_run
 
-        run = resolve_run(args.size, args.variant, args.seed, overrides_from(args), args.out)
+        run = resolve_run(args.size, args.variant, args.seed, overrides_from(args), out_root(args))
         try:
             result = train_run(run, move_aside=args.move_aside, allow_slow=args.allow_slow or None)
         except RunBusy as err:
@@ -181,7 +200,7 @@ def run_command(args) -> int:
         from .runs.sweep import SweepIncomplete, parse_shard, run_sweep
 
         try:
-            table, incomplete = run_sweep(args.size, args.variants, args.seeds, overrides_from(args), args.out,
+            table, incomplete = run_sweep(args.size, args.variants, args.seeds, overrides_from(args), out_root(args),
                                           parse_shard(args.shard), move_aside=args.move_aside,
                                           allow_slow=args.allow_slow or None), None
         except SweepIncomplete as err:

@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from rrlib.runs import data
-from rrlib.runs.data import DataError, fixed_eval_windows, get_batch, get_tokenizer, iter_stories, load_token_data
+from rrlib.runs.data import DataError, fixed_eval_windows, get_batch, get_tokenizer, iter_stories
 from rrlib.runs.data import paper_eval_windows
+from rrlib.runs.token_cache import load_token_data
 
 
 @pytest.fixture
@@ -120,7 +121,8 @@ def test_cache_hit_is_a_memmap_and_does_not_tokenise(train_txt, tmp_path, monkey
     assert isinstance(second.train, np.memmap) and second.train.dtype == np.uint16
     np.testing.assert_array_equal(first.train, second.train)
     np.testing.assert_array_equal(first.heldout, second.heldout)
-    assert [p.suffix for p in tmp_path.iterdir()] == [".bin"]  # the temporary file was renamed, not left
+    # the temporary file was renamed, not left; beside the tokens, their record (source, length, hash)
+    assert sorted(p.suffixes[-2:] for p in tmp_path.iterdir()) == [[".bin"], [".bin", ".json"]]
 
 
 def test_cache_key_changes_with_max_stories_and_tokenizer(train_txt, tmp_path, gpt2_dir):

@@ -12,8 +12,8 @@ import torch
 
 import rrlib.runs.train as train_module
 from rrlib.runs.config import ConfigError
-from rrlib.runs.device import check_cpu_reach
 from rrlib.runs.folders import asked_identity, claimed
+from rrlib.runs.pace import check_cpu_reach
 from rrlib.runs.presets import available_sizes, load_preset, resolve_run
 from rrlib.runs.runfiles import RunConflict, StateError, fingerprint, run_identity
 from rrlib.runs.sweep import SweepIncomplete, run_sweep
@@ -226,8 +226,8 @@ def test_sweep_goes_on_past_bad_cells_and_ends_with_a_summary(tmp_path):
 # ---------------------------------------------------------------- bad input
 
 @pytest.mark.parametrize("args,message", [
-    (["train", "--seed", "-1"], "a seed must be a whole number 0 or above, got '-1'"),
-    (["sweep", "--seeds", "0,-1"], "a seed must be a whole number 0 or above, got '-1'"),
+    (["train", "--seed", "-1"], "a seed must be a whole number from 0 to 2**64 - 1, got '-1'"),
+    (["sweep", "--seeds", "0,-1"], "a seed must be a whole number from 0 to 2**64 - 1, got '-1'"),
     (["train", "--set", "train.lr=abc"], "train.lr must be a number, got 'abc'"),
     (["train", "--set", "train.steps=2.5"], "train.steps must be a whole number, got 2.5"),
     (["train", "--set", "model.n_heads=true"], "model.n_heads must be a whole number, got True"),

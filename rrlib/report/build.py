@@ -23,7 +23,7 @@ from pathlib import Path
 import yaml
 
 from ..model import count_params
-from ..runs.config import PROJECT_ROOT, ConfigError, project_path
+from ..runs.config import PROJECT_ROOT, ConfigError, given_path, project_path
 from ..runs.presets import load_preset
 from . import readme
 from .index import abstract, rendered_pages, write_index
@@ -73,7 +73,7 @@ def parse_args(argv):
     p.add_argument("--build", default=None, help="executed notebooks and local retraining go here (default: build)")
     p.add_argument("--only", nargs="+", default=None, metavar="NOTEBOOK",
                    help=f"build only these notebooks: {', '.join(nb.name for nb in NOTEBOOKS)}")
-    p.add_argument("--paper-csv", default=PAPER_CSV, help="the paper's runs (default: %(default)s)")
+    p.add_argument("--paper-csv", default=None, help=f"the paper's runs (default: {PAPER_CSV}, from the project)")
     p.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE",
                    help="a parameter for every notebook that declares it (a YAML value), e.g. -p device=cuda")
     p.add_argument("--threads", type=int, default=None,
@@ -109,6 +109,9 @@ def main(argv=None) -> int:
     if unknown:
         raise ConfigError(f"unknown notebook(s) {sorted(unknown)}; valid: {', '.join(nb.name for nb in NOTEBOOKS)}")
     notebooks = [nb for nb in NOTEBOOKS if args.only is None or nb.name in args.only]
+    from .loading import check_run_files
+
+    check_run_files(runs.parent)  # a damaged result is named here, not by the page that trips over it
     for nb in [nb for nb in notebooks if nb.requires and not args.quick and args.only is None]:
         if not list((runs / nb.requires).glob("*/seed*/result.json")):
             # training them here would take hours on a CPU: say so instead of starting silently
@@ -120,7 +123,7 @@ def main(argv=None) -> int:
                            QUICK_SIZES + [s for s in sizes_with_results(runs) if s not in QUICK_SIZES])
     for size in sizes:
         load_preset(size)  # an unknown size fails here, before anything runs
-    paper_csv = project_path(args.paper_csv)
+    paper_csv = project_path(given_path(args.paper_csv) if args.paper_csv else PAPER_CSV)
     common = {"out_root": shown(runs), "local_out_root": shown(build / "runs"),
               "loop_root": shown(runs.parent / "looped_grid"),  # the looped study's runs, beside the others
               "figures_dir": shown(out / "figures"), "paper_csv": shown(paper_csv),

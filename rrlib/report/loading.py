@@ -19,9 +19,24 @@ from ..runs.checkpoints import WEIGHTS_FILE, load_weights
 from ..runs.config import PARAMS_DIR, RunConfig, run_folder
 from ..runs.data import fixed_eval_windows
 from ..runs.presets import resolve_run
-from ..runs.runfiles import read_result
+from ..runs.rundata import load_run_data
+from ..runs.runfiles import read_config, read_result
 from ..runs.sweep import run_sweep
-from ..runs.train import load_run_data, train_run
+from ..runs.train import train_run
+
+def check_run_files(root: Path) -> int:
+    """Every result.json and config.json of the run roots in ``root`` (``<root>/<runs>/<size>/<variant>/seed<k>``,
+    or one level deeper, as the looped sweep's ``lr<rate>`` roots), read as the pages will read them.
+    A file that is not what rrlib writes is one StateError sentence naming it, before any page runs (a page that
+    met it would fail with a formatting error naming no file, or leave the run out unsaid). Returns how many
+    run folders were read.
+    """
+    folders = sorted({p.parent for depth in ("*/*/*", "*/*/*/*") for p in Path(root).glob(f"{depth}/seed*/result.json")})
+    for folder in folders:
+        fix = f"restore it from a copy, or move the folder {folder} out of {root} (a sweep's --move-aside does this)"
+        read_result(folder, fix)
+        read_config(folder, fix)
+    return len(folders)
 
 
 def quiet_sweep(*args, **kwargs) -> pd.DataFrame:
@@ -93,7 +108,7 @@ def trained_model(size: str, variant: str = "review", seed: int = 0, out_root="o
         elif not (folder / WEIGHTS_FILE).exists():
             train_run(resolve_run(size, variant, seed, keep, out_root=str(local_out_root)))
             folder = run_folder(local_out_root, size, variant, seed)
-    run = RunConfig.from_dict(json.loads((folder / "config.json").read_text())["config"])
+    run = RunConfig.from_dict(read_config(folder)["config"])
     model = GPT(run.model)
     load_weights(folder, model)
     return model.eval(), run, folder

@@ -18,6 +18,7 @@ import torch
 
 from ..model import count_params
 from .config import KEEP_WEIGHTS
+from .disk import disk_full, full_disk
 from .presets import load_preset, resolve_run
 
 CKPT_FILE = "ckpt.pt"
@@ -31,14 +32,21 @@ def save_atomic(obj, path: Path, write=torch.save) -> None:
     """``write(obj, file)`` into a file beside ``path``, fsynced, then renamed over it.
 
     The fsync comes before the rename because a rename can reach the disk before the data it names: after a
-    power cut the folder would hold a whole-looking file of zeros.
+    power cut the folder would hold a whole-looking file of zeros. A write that fails (a full disk, a signal)
+    removes its half-written file; a full disk is one DiskFull sentence.
     """
     tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "wb") as fh:
-        write(obj, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as fh:
+            write(obj, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException as err:
+        tmp.unlink(missing_ok=True)
+        if disk_full(err):
+            raise full_disk(path, err) from None
+        raise
 
 
 def write_json_atomic(path: Path, obj: dict) -> None:

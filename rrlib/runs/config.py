@@ -1,10 +1,17 @@
-"""The settings of a run: small dataclasses, the paper/rrlib recipe switches, and the checks a resolved config
-passes before anything is built.
+"""The settings of a run: small dataclasses, the paper/rrlib recipe switches, and what a relative path means.
 
 A run is named by ``size`` (a preset in params/) × ``variant`` (a residual rule) × ``seed``, as in the
 paper's CSV. The dataclass defaults are the paper's recipe (DESIGN.md, "Fidelity to the paper"); a preset
 overrides only what differs, and a caller's overrides (``{"train": {"steps": 5}}``) come last
-(rrlib.runs.presets). The model's own settings are ``rrlib.model.ModelConfig``.
+(rrlib.runs.presets). The model's own settings are ``rrlib.model.ModelConfig``; the checks every setting passes are
+rrlib.runs.validate's.
+
+Relative paths. A path the library is given (a preset's ``data_path: ../shared/...``, ``cache_dir``, an
+``out_root`` passed to ``resolve_run`` or ``run_sweep``, the ``out_root`` a result file records) is read against
+the project root (``project_path``), so it means the same file from any folder and on every clone. A path typed on
+the command line (``--out``, ``--data-path``, ``--set data.cache_dir=...``) is read against the folder the
+command was typed in, as a shell user means it; ``given_path`` turns it into the library's form (relative to the
+project root where it lies inside the project, so a command typed there records what the committed runs record).
 """
 from __future__ import annotations
 
@@ -29,9 +36,16 @@ TOKENIZER_VOCAB = {"gpt2": 50257, "bytes": 257}
 
 
 def project_path(path: str | os.PathLike) -> Path:
-    """A relative path as the user meant it: from the current folder if it exists there, else the project."""
+    """A path the library was given: a relative one is read against the project root."""
     p = Path(path).expanduser()
-    return p if p.is_absolute() or p.exists() else PROJECT_ROOT / p
+    return p if p.is_absolute() else PROJECT_ROOT / p
+
+
+def given_path(text: str | os.PathLike) -> str:
+    """A path typed on the command line (relative to the current folder) in the library's form: relative to the
+    project root where it lies inside the project, else absolute."""
+    path = Path(os.path.abspath(Path(text).expanduser()))
+    return path.relative_to(PROJECT_ROOT).as_posix() if path.is_relative_to(PROJECT_ROOT) else str(path)
 
 
 def run_folder(out_root, size: str, variant: str, seed: int) -> Path:
@@ -134,27 +148,3 @@ def vocab_size(tokenizer: str) -> int:
     if tokenizer not in TOKENIZER_VOCAB:
         raise ConfigError(f"unknown tokenizer {tokenizer!r}; valid tokenizers: {', '.join(TOKENIZER_VOCAB)}")
     return TOKENIZER_VOCAB[tokenizer]
-
-
-def validate(model: ModelConfig, train: TrainConfig, data: DataConfig) -> None:
-    """Numbers a user can get wrong, checked before anything is built or written."""
-    positive = {"steps": train.steps, "batch_size": train.batch_size, "log_every": train.log_every,
-                "eval_every": train.eval_every, "ckpt_every": train.ckpt_every, "d_model": model.d_model,
-                "n_layers": model.n_layers, "n_heads": model.n_heads, "seq_len": model.seq_len,
-                "n_loops": model.n_loops}
-    for name, value in positive.items():
-        if not isinstance(value, int) or value < 1:
-            raise ConfigError(f"{name} must be a positive whole number, got {value!r}")
-    if not train.lr > 0:
-        raise ConfigError(f"lr must be positive, got {train.lr!r}")
-    if train.precision not in PRECISIONS:
-        raise ConfigError(f"unknown precision {train.precision!r}; valid precisions: {', '.join(PRECISIONS)}")
-    if train.keep_weights not in KEEP_WEIGHTS:
-        raise ConfigError(f"unknown keep_weights {train.keep_weights!r}; valid choices: {', '.join(KEEP_WEIGHTS)}")
-    sections = {"model": model, "train": train, "data": data}
-    for (section, name), choices in SWITCH_CHOICES.items():
-        value = getattr(sections[section], name)
-        if value not in choices:
-            raise ConfigError(f"unknown {section}.{name} {value!r}; valid choices: {', '.join(choices)}")
-    if model.d_model % model.n_heads:
-        raise ConfigError(f"d_model {model.d_model} is not divisible by n_heads {model.n_heads}")

@@ -1,18 +1,15 @@
-"""Tokenizers, TinyStories (or a local file) as a cached token stream, seeded batches and eval windows.
+"""Tokenizers, TinyStories (or a local file) as stories, seeded batches and eval windows.
 
 The paper's data recipe: the first 400k TinyStories train stories, GPT-2 tokens, EOS after each story, the
-last 3% of the token stream held out. Tokenising happens once per (source, tokenizer, limits); later loads
-are a memmap. Every batch and eval window is a pure function of its seed (and step), so every variant sees
-the same data at the same seed (the paired design) and a resumed run continues exactly.
+last 3% of the token stream held out (the cached token streams are rrlib.runs.token_cache's). Every batch and
+eval window is a pure function of its seed (and step), so every variant sees the same data at the same seed (the
+paired design) and a resumed run continues exactly.
 """
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
-import time
-from dataclasses import dataclass
 from functools import cached_property
 from itertools import chain, islice
 from pathlib import Path
@@ -148,10 +145,10 @@ def iter_stories(path: str | os.PathLike, max_stories: int | None = None) -> Ite
     Raw text is read line by line, so taking the first 400k stories of the 1.9 GB train file reads only
     those. The newlines around each separator belong to the format, not the story, and are stripped.
     """
-    return islice(_read_stories(_checked_file(path)), max_stories)
+    return islice(_read_stories(checked_file(path)), max_stories)
 
 
-def _checked_file(path: str | os.PathLike) -> Path:
+def checked_file(path: str | os.PathLike) -> Path:
     path = Path(path).resolve()
     if not path.is_file():
         raise DataError(f"data file {path} not found; pass data_path/val_path to a local "
@@ -173,9 +170,14 @@ def _utf8_lines(path: Path) -> Iterator[str]:
 
 def _read_stories(path: Path) -> Iterator[str]:
     if path.suffix == ".parquet":
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
-        table = pq.ParquetFile(path)
+        try:
+            table = pq.ParquetFile(path)
+        except (pa.ArrowException, OSError):
+            raise DataError(f"{path} is not a Parquet file; a .parquet data file is a table with a 'text' column "
+                            f"(raw text belongs in a .txt file)") from None
         if "text" not in table.schema_arrow.names:
             raise DataError(f"{path} has no 'text' column (columns: {', '.join(table.schema_arrow.names)})")
         for batch in table.iter_batches(columns=["text"]):
@@ -185,9 +187,13 @@ def _read_stories(path: Path) -> Iterator[str]:
         if path.suffix == ".jsonl":
             for number, line in enumerate(f, 1):
                 if line.strip():
-                    record = json.loads(line)
-                    if "text" not in record:
-                        raise DataError(f"{path} line {number} has no 'text' field")
+                    try:
+                        record = json.loads(line)
+                    except ValueError:
+                        record = None
+                    if not isinstance(record, dict) or not isinstance(record.get("text"), str):
+                        raise DataError(f"{path} line {number} is not a JSON object with a 'text' string; each line "
+                                        f"of a .jsonl data file is one story, e.g. {{\"text\": \"Once upon a time\"}}")
                     yield record["text"]
             return
         lines: list[str] = []
@@ -202,7 +208,7 @@ def _read_stories(path: Path) -> Iterator[str]:
             yield story
 
 
-def _hub_stories(dataset: str, split: str, max_stories: int | None) -> Iterator[str]:
+def hub_stories(dataset: str, split: str, max_stories: int | None) -> Iterator[str]:
     """Stories of a `datasets` hub split; network or hub failures become one DataError naming data_path."""
     hub_name = DATASETS[dataset]
     try:
@@ -215,114 +221,11 @@ def _hub_stories(dataset: str, split: str, max_stories: int | None) -> Iterator[
     return (text for batch in table.iter(batch_size=4096) for text in batch["text"])
 
 
-# ----------------------------------------------------------------------------- token cache
-
-def _tokenize_to_file(stories: Iterable[str], tokenizer: Tokenizer, path: Path, chunk: int = 4096) -> None:
-    """Tokenise in chunks through the batch API, EOS after each story, into a uint16 file written atomically."""
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # per process: concurrent ranks never collide
-    n_stories = n_tokens = n_bytes = 0
-    tokenizer.encode("")  # loads GPT-2's BPE files first, so the throughput printed below is tokenising alone
-    start = time.perf_counter()
-    try:
-        with open(tmp, "wb") as f:
-            stories = iter(stories)
-            while texts := list(islice(stories, chunk)):
-                ids = tokenizer.encode_batch(texts)
-                for seq in ids:
-                    seq.append(tokenizer.eos_id)
-                count = sum(map(len, ids))
-                f.write(np.fromiter(chain.from_iterable(ids), dtype=np.uint16, count=count).tobytes())
-                n_stories, n_tokens = n_stories + len(texts), n_tokens + count
-                n_bytes += sum(len(text.encode("utf-8")) for text in texts)
-        if n_tokens == 0:
-            raise DataError(f"no stories found for {path.name}; check the data file and max_stories")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)  # a failed or interrupted run leaves no half-written cache behind
-    seconds = time.perf_counter() - start
-    print(f"tokenised {n_stories:,} stories -> {n_tokens:,} {tokenizer.name} tokens in {seconds:.1f}s "
-          f"({n_bytes / 1e6 / seconds:.1f} MB/s of text) -> {path}")
-
-
-def _stream(dataset: str, path, split: str, max_stories: int | None, tokenizer: Tokenizer, cache_dir) -> np.memmap:
-    """One split as cached tokens: a local file keyed by path, size and mtime, a hub split by its name.
-
-    Stories are read (and the hub reached) only on a cache miss, so a cached run works offline.
-    """
-    key = {"tokenizer": tokenizer.name, "vocab_size": tokenizer.vocab_size, "max_stories": max_stories,
-           "split": split}
-    if tokenizer.eos_in_text != "text":  # caches made before the setting existed encoded it as text
-        key["eos_in_text"] = tokenizer.eos_in_text
-    if path is None:
-        key |= {"name": dataset, "source": DATASETS[dataset]}
-    else:
-        path = _checked_file(path)
-        key |= {"name": path.stem, "source": str(path), "size": path.stat().st_size,
-                "mtime_ns": path.stat().st_mtime_ns}
-    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
-    cache = Path(cache_dir) / f"{key['name']}-{split}-{tokenizer.name}-{digest}.bin"
-    if not cache.is_file():
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        stories = _hub_stories(dataset, split, max_stories) if path is None else iter_stories(path, max_stories)
-        _tokenize_to_file(stories, tokenizer, cache)
-    return np.memmap(cache, dtype=np.uint16, mode="r")
-
-
-# ----------------------------------------------------------------------------- train / held-out
+# ----------------------------------------------------------------------------- held-out splits
 
 HELDOUT = ("tail", "validation")
 # where the held-out tail of n tokens begins, for a held-out share `frac`
 HELDOUT_CUTS = {"floor": lambda n, frac: int(n * (1 - frac)), "round": lambda n, frac: n - round(n * frac)}
-
-
-@dataclass
-class TokenData:
-    """A train token stream and a held-out one (uint16 memmaps), with what a result file needs to name them."""
-
-    train: np.ndarray
-    heldout: np.ndarray
-    tokenizer_name: str
-    vocab_size: int
-    eos_id: int
-    source: str
-
-
-def load_token_data(dataset: str = "tinystories", data_path=None, val_path=None, tokenizer: str = "gpt2",
-                    max_stories: int | None = 400_000, heldout: str = "tail", heldout_frac: float = 0.03,
-                    cache_dir="outputs/cache", gpt2_dir=None, eos_in_text: str = "special",
-                    heldout_cut: str = "floor") -> TokenData:
-    """Train and held-out tokens: the hub's TinyStories by default, or the local `data_path`.
-
-    heldout="tail" is the paper's split (the last `heldout_frac` of the train stream); "validation" holds out
-    the official validation split instead (`val_path` for local data), which never overlaps a train story.
-    ``heldout_cut`` places the tail's first token: "floor" at int((1 − frac)·n), the paper's
-    ``int(len(data)*0.97)``; "round" at n − round(frac·n), rrlib's first rule (at most one token apart).
-    """
-    if heldout_cut not in HELDOUT_CUTS:
-        raise DataError(f"unknown heldout_cut {heldout_cut!r}; valid choices: {', '.join(HELDOUT_CUTS)}")
-    if heldout not in HELDOUT:
-        raise DataError(f"unknown heldout {heldout!r}; valid choices: {', '.join(HELDOUT)}")
-    if data_path is None and dataset not in DATASETS:
-        raise DataError(f"unknown dataset {dataset!r}; valid names: {', '.join(DATASETS)} (or pass data_path=)")
-    if heldout == "tail" and not 0 < heldout_frac < 1:
-        raise DataError(f"heldout_frac must lie in (0, 1), got {heldout_frac}")
-    if heldout == "tail" and val_path is not None:
-        raise DataError("val_path is only read with heldout='validation'; drop it or set heldout='validation'")
-    if heldout == "validation" and data_path is not None and val_path is None:
-        raise DataError("heldout='validation' with a local data_path needs val_path= (the validation file)")
-    tok = get_tokenizer(tokenizer, gpt2_dir, eos_in_text)
-    train = _stream(dataset, data_path, "train", max_stories, tok, cache_dir)
-    origin = DATASETS[dataset] if data_path is None else Path(data_path).name
-    limit = "all" if max_stories is None else f"at most the first {max_stories:,}"
-    if heldout == "tail":
-        cut = HELDOUT_CUTS[heldout_cut](len(train), heldout_frac)
-        train, held = train[:cut], train[cut:]
-        held_name = f"last {heldout_frac:.0%} of the train stream"
-    else:
-        held = _stream(dataset, val_path, "validation", None, tok, cache_dir)
-        held_name = "validation split" if val_path is None else Path(val_path).name
-    return TokenData(train=train, heldout=held, tokenizer_name=tok.name, vocab_size=tok.vocab_size,
-                     eos_id=tok.eos_id, source=f"{origin} ({limit} train stories; held out: {held_name})")
 
 
 def unigram_entropy(tokens: np.ndarray) -> float:

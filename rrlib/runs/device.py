@@ -1,5 +1,6 @@
 """Where and how a run computes: its device and precision ('auto' settled), bf16 autocast, joining the process
-group under torchrun, and the guard that stops a run far beyond a CPU's reach before it starts."""
+group under torchrun, and what a CPU's arithmetic can reach (its matmul peak; a run's training FLOPs), which the
+guard in rrlib.runs.pace and the report's cost of missing runs build on."""
 from __future__ import annotations
 
 import contextlib
@@ -13,17 +14,23 @@ import torch.distributed as dist
 
 from ..model import GPT
 from .config import ConfigError, RunConfig
+from .validate import DEVICE_NAMES
 
 
 def pick_device(name: str) -> torch.device:
+    """The device called ``name``: auto, cpu, cuda or cuda:<index>, where it exists (mps, meta and the like do not
+    run rrlib's training)."""
+    if not DEVICE_NAMES.fullmatch(name):
+        raise ConfigError(f"unknown device {name!r}; valid devices: auto, cpu, cuda, cuda:<index>")
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name.startswith("cuda") and not torch.cuda.is_available():
         raise ConfigError(f"device {name!r} asked for but CUDA is not available; valid devices here: auto, cpu")
-    try:
-        return torch.device(name)
-    except RuntimeError:
-        raise ConfigError(f"unknown device {name!r}; valid devices: auto, cpu, cuda, cuda:<index>") from None
+    device = torch.device(name)
+    if device.index is not None and device.index >= torch.cuda.device_count():
+        raise ConfigError(f"device {name!r} asked for but this machine has {torch.cuda.device_count()} GPU(s); "
+                          f"valid devices here: auto, cpu, cuda:0 to cuda:{torch.cuda.device_count() - 1}")
+    return device
 
 
 def resolve_precision(precision: str, device: torch.device) -> str:
@@ -62,13 +69,10 @@ def join_process_group(device: torch.device, local_rank: int, world: int) -> tor
     return device
 
 
-# Beyond this many hours at the CPU's full matmul speed, a run is not a CPU's job (a paper size is days).
-CPU_REACH_HOURS = 12
-
-
 @functools.cache
 def cpu_matmul_flops() -> float:
-    """Measured fp32 matmul FLOP/s of this CPU at its current threads: faster than training ever runs on it."""
+    """Measured fp32 matmul FLOP/s of this CPU at its current threads: faster than training ever runs on it, and
+    as loaded as the machine is at the moment (rrlib.runs.pace keeps its first measurement)."""
     n, reps = 512, 4
     a, b = torch.randn(n, n), torch.randn(n, n)
     a @ b
@@ -86,22 +90,3 @@ def training_flops(run: RunConfig) -> float:
     with torch.device("meta"):
         model = GPT(run.model)
     return model.flops_per_token() * run.train.steps * run.train.batch_size * run.model.seq_len
-
-
-def check_cpu_reach(runs: list[RunConfig], device: torch.device, allow_slow: bool | None = None) -> None:
-    """Stop, with the estimate, before training ``runs`` on a CPU when they would take far beyond its reach."""
-    if allow_slow is None:
-        allow_slow = os.environ.get("RRLIB_ALLOW_SLOW") == "1"
-    if device.type != "cpu" or allow_slow or not runs:
-        return
-    flops = sum(training_flops(r) for r in runs)
-    if flops < 1e14:  # under 12 hours even at 2.3 GFLOP/s: no need to measure
-        return
-    rate = cpu_matmul_flops()
-    hours = flops / rate / 3600
-    if hours > CPU_REACH_HOURS:
-        r = runs[0]
-        what = f"{r.size}/{r.variant}/seed{r.seed}" if len(runs) == 1 else f"these {len(runs)} {r.size} runs"
-        raise ConfigError(f"{what} would take at least {hours:,.0f} hours on this CPU ({flops:.1e} training FLOPs "
-                          f"at its full matmul speed, {rate / 1e9:.0f} GFLOP/s measured); run on a GPU, or pass "
-                          f"--allow-slow (RRLIB_ALLOW_SLOW=1 outside the command line) to start anyway")

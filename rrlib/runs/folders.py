@@ -2,8 +2,10 @@
 
 A file lock keeps two processes from running one run (``run_lock``). ``claimed`` reads the folder's files
 through rrlib.runs.runfiles' guarded reads and compares the run they record (its fingerprint's settings) with
-the one asked for: the same run answers with its result or resumes, another run or a damaged file is refused
-with one sentence, or moved aside when asked (``move_folder_aside``); nothing is deleted.
+the one asked for: its settings (the fingerprint's), the checkpoint's run against the config's, and the data's
+content (the hash of its tokens, for runs that record one). The same run answers with its result or resumes;
+another run or a damaged file is refused with one sentence, or moved aside when asked (``move_folder_aside``),
+whatever the conflict; nothing is deleted.
 """
 from __future__ import annotations
 
@@ -17,21 +19,39 @@ from pathlib import Path
 import torch
 
 from .checkpoints import CKPT_FILE
-from .config import RunConfig
+from .config import ConfigError, RunConfig
 from .device import resolve_precision
-from .runfiles import (MOVE_ASIDE, RunConflict, StateError, differences, fingerprint, read_checkpoint, read_config,
-                       read_result, recorded_identity, run_identity)
+from .data import DataError
+from .rundata import load_run_data
+from .runfiles import (DATA_HASH, MOVE_ASIDE, RunConflict, StateError, differences, fingerprint, read_checkpoint,
+                       read_config, read_result, recorded_identity, run_identity)
 
 
 class RunBusy(RuntimeError):
     """Another process holds this run's lock."""
 
 
+def writable_folder(folder: Path, option: str) -> None:
+    """Refuse, in one sentence, a folder that cannot be made or written: checked before anything is, so that an
+    ``--out`` that is a file, or lies where this process cannot write, fails before any work and leaves nothing."""
+    existing = next(p for p in (folder, *folder.parents) if p.exists())
+    if not existing.is_dir():
+        raise ConfigError(f"cannot write {folder}: {existing} is a file, not a folder; give {option} a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"cannot write {folder}: {existing} is not writable here (a read-only disk, or another "
+                          f"user's folder); give {option} a folder you can write")
+
+
 @contextlib.contextmanager
 def run_lock(run_dir: Path):
     """An exclusive lock on the run folder, released by the OS even if the process is killed."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    with open(run_dir / "run.lock", "w") as fh:
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        fh = open(run_dir / "run.lock", "w")
+    except OSError as err:  # what writable_folder cannot see (a read-only disk, a race)
+        raise ConfigError(f"cannot make {run_dir / 'run.lock'} ({err.strerror or err}); give --out a folder you can "
+                          f"write") from None
+    with fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -44,8 +64,9 @@ def run_lock(run_dir: Path):
 def claimed(run: RunConfig, move_aside: bool = False) -> tuple[RunConfig, dict | None]:
     """What the run's folder holds, checked against ``run``: (the run with 'auto' settled, its result if done).
 
-    Raises RunConflict when the folder holds a finished run or a checkpoint made with other settings, and
-    StateError when one of its files cannot be read; with ``move_aside`` the folder is moved aside instead.
+    Raises RunConflict when the folder holds a finished run or a checkpoint made with other settings or on other
+    data, and StateError when one of its files cannot be read; with ``move_aside`` the folder is moved aside
+    instead, whatever the conflict.
     """
     run_dir = run.run_dir
     try:
@@ -66,15 +87,43 @@ def claimed(run: RunConfig, move_aside: bool = False) -> tuple[RunConfig, dict |
     if recorded is None:
         return run, None  # a checkpoint from before fingerprints, without its config.json: nothing to compare
     settled = as_recorded(run, recorded, to_train=result is None)
-    asked = asked_identity(settled)
-    if asked == recorded:
+    conflict = _conflict(settled, recorded, header, ckpt, result is not None)
+    if conflict is None:
         return settled, result
     if move_aside:
         move_folder_aside(run_dir, fingerprint(recorded))
         return run, None
-    what = f"a {result['status']} run" if result is not None else "a run in progress"
-    raise RunConflict(f"{run_dir} holds {what} with other settings ({differences(recorded, asked)}); train this "
-                      f"one under another --out, or {MOVE_ASIDE}")
+    raise RunConflict(f"{run_dir} holds {conflict}; train this one under another --out, or {MOVE_ASIDE}")
+
+
+def _conflict(run: RunConfig, recorded: dict, header: dict | None, ckpt: dict | None, finished: bool) -> str | None:
+    """What in the folder is not the run asked for, in words (None: it is this run).
+
+    Three things can differ: the settings (the fingerprint's), the checkpoint's run against its config.json's (a
+    folder that two runs have written to), and the data's content (a data file of the same name with other
+    tokens). A run recorded before content hashes existed is matched by the data's name alone.
+    """
+    what = "a finished run" if finished else "a run in progress"
+    asked = asked_identity(run)
+    if asked != recorded:
+        return f"{what} with other settings ({differences(recorded, asked)})"
+    if header is not None and ckpt is not None and ckpt.get("identity") not in (None, recorded):
+        return (f"a config.json and a ckpt.pt of two different runs (the checkpoint's: "
+                f"{differences(ckpt['identity'], recorded)})")
+    there = {h for h in ((header or {}).get(DATA_HASH), (ckpt or {}).get(DATA_HASH)) if h}
+    if not there:
+        return None
+    try:
+        here = load_run_data(run).content_hash
+    except DataError:
+        if finished:  # the data is not here to compare: the result stands for what its files record
+            return None
+        raise
+    if there != {here}:
+        name = Path(run.data.data_path).name if run.data.data_path else run.data.dataset
+        return (f"{what} trained on other data: the tokens of {name} hash to {', '.join(sorted(there))} there and "
+                f"{here} here: not the data the run was trained on")
+    return None
 
 
 def _device_type(name: str) -> str:

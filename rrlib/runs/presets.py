@@ -15,7 +15,8 @@ import yaml
 
 from ..model import REFERENCE_VARIANT, ModelConfig, count_params
 from ..rules import ConfigError, rule_class
-from .config import PARAMS_DIR, PROJECT_ROOT, RECIPES, DataConfig, RunConfig, TrainConfig, validate, vocab_size
+from .config import PARAMS_DIR, PROJECT_ROOT, RECIPES, TOKENIZER_VOCAB, DataConfig, RunConfig, TrainConfig, vocab_size
+from .validate import check_seed, typed, validate
 
 
 @dataclass
@@ -37,11 +38,36 @@ def _preset_files(params_dir: Path) -> dict[str, Path]:
     return {p.stem: p for p in sorted(params_dir.glob("*.yaml"))}
 
 
+# A preset's top-level keys, and the kind of value each takes.
+SECTIONS = {"description": str, "recipe": str, "model": dict, "data": dict, "train": dict, "variants": list,
+            "seeds": list, "match_params": bool, "expand": dict}
+
+
+class _PresetLoader(yaml.SafeLoader):
+    """YAML with no key given twice: PyYAML keeps the last of two ``train:`` blocks and drops the first silently."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                raise ConfigError(f"line {key_node.start_mark.line + 1}: {key!r} is given twice (first on line "
+                                  f"{seen[key]}); keep one of them")
+            seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep)
+
+
 def read_preset(path: Path) -> dict:
-    """A preset file's settings; one that does not parse is one sentence naming the file and the line."""
+    """A preset file's settings; one that does not parse, gives a key twice, or has a section rrlib does not know
+    is one sentence naming the file and the line."""
     shown = path.relative_to(PROJECT_ROOT) if path.is_relative_to(PROJECT_ROOT) else path
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        loader = _PresetLoader(path.read_text(encoding="utf-8"))
+        try:
+            node = loader.get_single_node()
+            raw = (loader.construct_document(node) if node is not None else None) or {}
+        finally:
+            loader.dispose()
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
@@ -49,9 +75,20 @@ def read_preset(path: Path) -> dict:
                           f"it there, or move the file out of {shown.parent}") from None
     except UnicodeDecodeError:
         raise ConfigError(f"preset {shown} is not UTF-8 text; save it as UTF-8") from None
+    except ConfigError as err:  # a key given twice
+        raise ConfigError(f"preset {shown} {err}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"preset {shown} must be a mapping of settings (model:, data:, train:, variants:, ...), "
                           f"not a {type(raw).__name__}")
+    lines = {key.value: key.start_mark.line + 1 for key, _ in node.value}
+    for key, value in raw.items():
+        if key not in SECTIONS:
+            raise ConfigError(f"preset {shown} line {lines.get(key, '?')}: unknown section {key!r}; valid sections: "
+                              f"{', '.join(SECTIONS)}")
+        if not isinstance(value, SECTIONS[key]) or (key == "variants" and not all(isinstance(v, str) for v in value)):
+            kind = {str: "a word", dict: "a mapping of settings", list: "a list", bool: "true or false"}[SECTIONS[key]]
+            kind += " of variant names, e.g. [review, standard]" if key == "variants" else ""
+            raise ConfigError(f"preset {shown} line {lines.get(key, '?')}: {key} must be {kind}, got {value!r}")
     return raw
 
 
@@ -101,41 +138,23 @@ def _merge(obj, overrides: dict, where: str):
     unknown = set(overrides) - set(types)
     if unknown:
         raise ConfigError(f"unknown {where} setting(s) {sorted(unknown)}; valid: {', '.join(sorted(types))}")
-    return dataclasses.replace(obj, **{k: _typed(f"{where}.{k}", v, types[k]) for k, v in overrides.items()})
-
-KIND_WORDS = {"int": "a whole number", "float": "a number", "str": "a word", "bool": "true or false",
-              "None": "null", "tuple": "a list", "dict": "a mapping"}
-
-
-def _typed(name: str, value, annotation: str):
-    """``value`` checked against the setting's declared type (as written in the dataclass), or one sentence."""
-    kinds = [k.strip() for k in annotation.split("|")]
-    is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if (value is None and "None" in kinds) or (isinstance(value, bool) and "bool" in kinds) \
-            or (is_number and "float" in kinds) or (is_number and isinstance(value, int) and "int" in kinds) \
-            or (isinstance(value, str) and "str" in kinds) or (isinstance(value, dict) and "dict" in kinds):
-        return value
-    if isinstance(value, (list, tuple)) and "tuple" in kinds:
-        return tuple(value)
-    if isinstance(value, str) and "float" in kinds:
-        try:
-            return float(value)  # YAML 1.1 reads 2e-4 (no dot) as text
-        except ValueError:
-            pass
-    raise ConfigError(f"{name} must be {' or '.join(KIND_WORDS.get(k, k) for k in kinds)}, got {value!r}")
+    if where == "model" and "vocab_size" in overrides:  # it would be overwritten by the tokenizer's, silently
+        raise ConfigError(f"model.vocab_size is not set directly: it follows data.tokenizer "
+                          f"({', '.join(f'{k}: {v:,}' for k, v in TOKENIZER_VOCAB.items())}); set data.tokenizer")
+    return dataclasses.replace(obj, **{k: typed(f"{where}.{k}", v, types[k]) for k, v in overrides.items()})
 
 
-def _load_raw(size: str, params_dir: Path) -> tuple[dict, dict]:
-    """The preset's YAML and the settings its size name implies (for expanded presets), by section."""
+def _load_raw(size: str, params_dir: Path) -> tuple[dict, dict, Path]:
+    """The preset's YAML, the settings its size name implies (for expanded presets) by section, and its file."""
     files = _preset_files(params_dir)
     if size in files:
         raw = read_preset(files[size])  # the size asked for: a broken file is named here
         if not _expansion(raw):
-            return raw, {}
+            return raw, {}, files[size]
     for stem, raw in _readable_presets(params_dir).items():
         expansion = _expansion(raw)
         if expansion and size.startswith(stem) and size[len(stem):] in {str(v) for v in expansion[1]}:
-            return raw, {EXPANDABLE[expansion[0]]: {expansion[0]: int(size[len(stem):])}}
+            return raw, {EXPANDABLE[expansion[0]]: {expansion[0]: int(size[len(stem):])}}, files[stem]
     broken = sorted(set(files) - set(_readable_presets(params_dir)))
     for stem in broken:
         if size.startswith(stem):  # e.g. depth24 when depth.yaml is broken: name that file's fault
@@ -145,22 +164,27 @@ def _load_raw(size: str, params_dir: Path) -> tuple[dict, dict]:
 
 
 def load_preset(size: str, params_dir: Path = PARAMS_DIR) -> Preset:
-    raw, implied = _load_raw(size, params_dir)
-    recipe = raw.get("recipe", "paper")
-    if recipe not in RECIPES:
-        raise ConfigError(f"unknown recipe {recipe!r} in preset {size!r}; valid recipes: {', '.join(RECIPES)}")
-    pins = RECIPES[recipe]
-    model = _merge(ModelConfig(), {**pins.get("model", {}), **raw.get("model", {}), **implied.get("model", {})},
-                   "model")
-    data = _merge(DataConfig(), {**pins.get("data", {}), **raw.get("data", {})}, "data")
-    model.vocab_size = vocab_size(data.tokenizer)
-    train = _with_warmup(_with_budget(_merge(TrainConfig(), {**pins.get("train", {}), **raw.get("train", {}),
-                                                             **implied.get("train", {})}, "train"), model))
-    for v in raw.get("variants", []):
-        rule_class(v)
+    raw, implied, path = _load_raw(size, params_dir)
+    try:
+        recipe = raw.get("recipe", "paper")
+        if recipe not in RECIPES:
+            raise ConfigError(f"unknown recipe {recipe!r}; valid recipes: {', '.join(RECIPES)}")
+        pins = RECIPES[recipe]
+        model = _merge(ModelConfig(), {**pins.get("model", {}), **raw.get("model", {}), **implied.get("model", {})},
+                       "model")
+        data = _merge(DataConfig(), {**pins.get("data", {}), **raw.get("data", {})}, "data")
+        model.vocab_size = vocab_size(data.tokenizer)
+        train = _with_warmup(_with_budget(_merge(TrainConfig(), {**pins.get("train", {}), **raw.get("train", {}),
+                                                                 **implied.get("train", {})}, "train"), model))
+        for v in raw.get("variants", []):
+            rule_class(v)
+        seeds = [check_seed(s) for s in raw.get("seeds", [0, 1, 2])]
+    except ConfigError as err:  # a preset's own setting: say which file to fix
+        shown = path.relative_to(PROJECT_ROOT) if path.is_relative_to(PROJECT_ROOT) else path
+        raise ConfigError(f"preset {shown}: {err}") from None
     return Preset(size=size, model=model, data=data, train=train,
                   variants=list(raw.get("variants", [REFERENCE_VARIANT, "highway", "standard"])),
-                  seeds=list(raw.get("seeds", [0, 1, 2])), match_params=raw.get("match_params", True),
+                  seeds=seeds, match_params=raw.get("match_params", True),
                   description=raw.get("description", ""), recipe=recipe)
 
 
@@ -215,5 +239,5 @@ def resolve_run(size: str, variant: str, seed: int, overrides: dict | None = Non
     validate(model, train, data)
     if preset.match_params and variant != REFERENCE_VARIANT:
         model = match_params(model)
-    return RunConfig(size=size, variant=variant, seed=int(seed), model=model, data=data, train=train,
+    return RunConfig(size=size, variant=variant, seed=check_seed(seed), model=model, data=data, train=train,
                      out_root=out_root)

@@ -20,6 +20,7 @@ one ``StateError`` sentence naming it and the way out, never in a parser's trace
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import sys
@@ -28,12 +29,14 @@ from pathlib import Path
 import torch
 
 from .config import ConfigError, RunConfig
+from .validate import typed
 
 # (section, setting) pairs that cannot change a run's numbers; see the module docstring
 NOT_FINGERPRINTED = {"train": {"log_every", "eval_every", "ckpt_every", "keep_weights", "micro_batch_size",
                                "device", "precision", "warmup_frac", "tokens_per_param"},
                      "data": {"cache_dir", "gpt2_dir"}, "model": set()}
 FILE_SETTINGS = ("data_path", "val_path")  # compared by file name: the same file on another machine is the same
+DATA_HASH = "data_hash"  # the data's content (rrlib.runs.token_cache), recorded beside the fingerprint
 MOVE_ASIDE = "pass --move-aside to move the folder aside and start the run afresh (nothing is deleted)"
 
 
@@ -92,26 +95,88 @@ def read_guarded(path: Path, load, fix: str):
         raise StateError(f"{path} cannot be read ({reason}); {fix}") from None
 
 
-def _json_with(*keys):
-    def load(path: Path) -> dict:
-        obj = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(obj, dict) or any(k not in obj for k in keys):
-            raise ValueError(f"not a JSON object with {', '.join(keys)}")
-        return obj
-    return load
+def _json_object(path: Path, *keys) -> dict:
+    obj = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(obj, dict) or any(k not in obj for k in keys):
+        raise ValueError(f"not a JSON object with {', '.join(keys)}")
+    return obj
 
 
-def read_result(run_dir: Path) -> dict | None:
-    return read_guarded(Path(run_dir) / "result.json", _json_with("status"),
-                        "restore it from a copy, or " + MOVE_ASIDE)
+NUMBER, WHOLE, TEXT, NONE = (int, float), (int,), (str,), (type(None),)
+# What every result.json written by rrlib holds, and the kinds each value may be: a table, the report and skip-done
+# read them as these, so a file that breaks one is refused when it is read, naming the key.
+RESULT_KEYS = {
+    "size": TEXT, "variant": TEXT, "seed": WHOLE, "status": TEXT, "steps": WHOLE, "params_M": NUMBER, "params": WHOLE,
+    "minutes": NUMBER, "tokens": WHOLE, "tokens_per_s": NUMBER, "tokens_per_param": NUMBER, "train_flops": NUMBER,
+    "flops_per_token": NUMBER, "non_embedding_params": WHOLE, "d_model": WHOLE, "n_layers": WHOLE, "n_heads": WHOLE,
+    "n_loops": WHOLE, "lr": NUMBER, "precision": TEXT, "device": TEXT, "world_size": WHOLE, "git_commit": TEXT,
+    "data_source": TEXT, "torch_version": TEXT, "rrlib_version": TEXT, "eval_seconds": NUMBER,
+    "val_loss": NUMBER + NONE, "ece": NUMBER + NONE, "fixed_loss": NUMBER + NONE, "fixed_ece": NUMBER + NONE,
+    "paper_eval_tokens": WHOLE + NONE, "fixed_eval_tokens": WHOLE + NONE, "diverged_step": WHOLE + NONE,
+}
+RESULT_OPTIONAL = {"fingerprint": TEXT, "data_hash": TEXT, "peak_memory_MB": NUMBER + NONE}  # added since the first
+STATUSES = ("finished", "diverged")
+CONFIG_KEYS = {"config": (dict,), "device": TEXT, "precision": TEXT}
+CONFIG_OPTIONAL = {"fingerprint": TEXT, "device_type": TEXT, "data_hash": TEXT}
+KINDS = {NUMBER: "a number", WHOLE: "a whole number", TEXT: "text", NUMBER + NONE: "a number or null",
+         WHOLE + NONE: "a whole number or null", (dict,): "a mapping"}
 
 
-def read_config(run_dir: Path) -> dict | None:
-    def load(path):
-        header = _json_with("config", "device", "precision")(path)
-        recorded_identity(header)  # settings this version cannot read are as damaged as torn JSON
-        return header
-    return read_guarded(Path(run_dir) / "config.json", load, "restore it from a copy, or " + MOVE_ASIDE)
+def _check_keys(obj: dict, required: dict, optional: dict) -> None:
+    for key, kinds in {**required, **optional}.items():
+        if key not in obj:
+            if key in required:
+                raise ValueError(f"it has no {key!r}")
+            continue
+        value = obj[key]
+        if isinstance(value, bool) or not isinstance(value, kinds):
+            raise ValueError(f"{key} must be {KINDS[kinds]}, got {value!r}")
+
+
+def _result(path: Path) -> dict:
+    result = _json_object(path)
+    _check_keys(result, RESULT_KEYS, RESULT_OPTIONAL)
+    if result["status"] not in STATUSES:
+        raise ValueError(f"status must be one of {', '.join(STATUSES)}, got {result['status']!r}")
+    if result["status"] == "finished":
+        missing = [k for k in ("val_loss", "ece", "fixed_loss", "fixed_ece") if result[k] is None]
+        if missing:
+            raise ValueError(f"a finished run's {', '.join(missing)} must be numbers, got null")
+    folder = path.parent
+    if folder.name.startswith("seed"):  # a result copied into another run's folder does not answer for that run
+        where = (folder.parent.parent.name, folder.parent.name, folder.name)
+        said = (result["size"], result["variant"], f"seed{result['seed']}")
+        if said != where:
+            raise ValueError(f"it is the result of {'/'.join(said)}, not of the folder {'/'.join(where)} it lies in")
+    return result
+
+
+def _config(path: Path) -> dict:
+    header = _json_object(path)
+    _check_keys(header, CONFIG_KEYS, CONFIG_OPTIONAL)
+    config = header["config"]
+    for key in ("model", "data", "train"):
+        if not isinstance(config.get(key), dict):
+            raise ValueError(f"config.{key} must be a mapping of settings, got {config.get(key)!r}")
+    run = RunConfig.from_dict(config)
+    for section in ("model", "data", "train"):
+        for f in dataclasses.fields(getattr(run, section)):
+            typed(f"config.{section}.{f.name}", getattr(getattr(run, section), f.name), f.type)
+    recorded_identity(header)  # settings this version cannot read are as damaged as torn JSON
+    return header
+
+
+RESTORE = "restore it from a copy, or " + MOVE_ASIDE
+
+
+def read_result(run_dir: Path, fix: str = RESTORE) -> dict | None:
+    """A run folder's result.json checked against what every result holds (RESULT_KEYS), or None if it has none."""
+    return read_guarded(Path(run_dir) / "result.json", _result, fix)
+
+
+def read_config(run_dir: Path, fix: str = RESTORE) -> dict | None:
+    """A run folder's config.json, checked as it will be read: its keys, and every setting by its type."""
+    return read_guarded(Path(run_dir) / "config.json", _config, fix)
 
 
 def read_checkpoint(path: Path, map_location="cpu", mmap: bool = False) -> dict | None:

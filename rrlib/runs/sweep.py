@@ -14,10 +14,12 @@ import pandas as pd
 
 from ..rules import rule_class
 from .config import ConfigError, project_path
-from .device import check_cpu_reach, pick_device
-from .folders import RunBusy, claimed
+from .device import pick_device
+from .folders import RunBusy, claimed, writable_folder
+from .pace import check_cpu_reach
 from .presets import load_preset, resolve_run
 from .runfiles import RunConflict, StateError, read_result
+from .validate import check_seed
 from .train import train_run
 
 # The paper's CSV columns first, then what rrlib adds.
@@ -36,14 +38,26 @@ def parse_shard(text: str) -> tuple[int, int]:
 
 
 def grid(size: str, variants=None, seeds=None, shard: tuple[int, int] = (0, 1)) -> list[tuple[str, int]]:
-    """The (variant, seed) pairs of this size's sweep, in a fixed order, restricted to one shard."""
+    """The (variant, seed) pairs of this size's sweep, in a fixed order, restricted to one shard.
+
+    A grid that holds no cell (no variant or no seed given, a shard past its end) is refused: a sweep that would do
+    nothing says so instead of ending as if it had finished.
+    """
     preset = load_preset(size)
-    variants = list(variants or preset.variants)
+    variants = list(preset.variants if variants is None else variants)
     for v in variants:
         rule_class(v)
-    seeds = [int(s) for s in (seeds if seeds is not None else preset.seeds)]
+    seeds = [check_seed(s) for s in (seeds if seeds is not None else preset.seeds)]
+    for name, given in (("variants", variants), ("seeds", seeds)):
+        if not given:
+            raise ConfigError(f"the sweep names no {name}; give at least one (--{name}, comma-separated), or leave "
+                              f"it out for the preset's")
     cells = [(v, s) for s in seeds for v in variants]  # seed-major: a partial sweep is still paired
     k, n = shard
+    if k >= len(cells):
+        raise ConfigError(f"shard {k}/{n} holds no run: the grid has {len(cells)} runs ({len(variants)} variants x "
+                          f"{len(seeds)} seeds), so only shards 0/{n} to {len(cells) - 1}/{n} have any; use at most "
+                          f"{len(cells)} shards")
     return cells[k::n]
 
 
@@ -64,6 +78,7 @@ def run_sweep(size: str, variants=None, seeds=None, overrides: dict | None = Non
     """
     cells = grid(size, variants, seeds, shard)
     runs = [resolve_run(size, v, s, overrides, out_root) for v, s in cells]  # every error before any training
+    writable_folder(project_path(out_root) / size, "--out")
     problems, todo = [], []
     for i, run in enumerate(runs, 1):
         tag = f"[sweep {i}/{len(runs)}] {size}/{run.variant}/seed{run.seed}"

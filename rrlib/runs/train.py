@@ -36,14 +36,17 @@ from torch.nn.parallel import DistributedDataParallel
 from ..model import GPT
 from ..version import __version__
 from .checkpoints import CKPT_FILE, drop_checkpoint, keep_final, save_checkpoint, write_json_atomic
-from .config import ConfigError, RunConfig, project_path
-from .data import DataError, fixed_eval_windows, get_batch, load_token_data, paper_eval_windows
-from .device import autocast_factory, check_cpu_reach, dist_info, join_process_group, pick_device, resolve_precision
+from .config import ConfigError, RunConfig, project_path  # noqa: F401 - project_path: the notebooks' import
+from .data import DataError, fixed_eval_windows, get_batch, paper_eval_windows
+from .device import autocast_factory, dist_info, join_process_group, pick_device, resolve_precision
+from .disk import disk_full, full_disk
 from .evaluate import evaluate
-from .folders import claimed, run_lock
+from .folders import claimed, run_lock, writable_folder
 from .optim import lr_at, make_optimizer, optimizer_step
+from .pace import check_cpu_reach
 from .provenance import attention_backend, command_line, device_name, git_commit
-from .runfiles import MOVE_ASIDE, RunConflict, differences, fingerprint, read_checkpoint, run_identity, truncate_metrics
+from .rundata import checked_run_data, load_run_data  # noqa: F401 - load_run_data: the notebooks' import
+from .runfiles import DATA_HASH, fingerprint, read_checkpoint, run_identity, truncate_metrics
 
 
 # ---------------------------------------------------------------- small helpers
@@ -67,17 +70,6 @@ class StopFlag:
     def __exit__(self, *exc):
         for sig, old in self._old.items():
             signal.signal(sig, old)
-
-
-def load_run_data(run: RunConfig):
-    """The run's train and held-out token streams, with its relative paths resolved as the user meant them."""
-    dc = run.data
-    return load_token_data(
-        dataset=dc.dataset, data_path=str(project_path(dc.data_path)) if dc.data_path else None,
-        val_path=str(project_path(dc.val_path)) if dc.val_path else None, tokenizer=dc.tokenizer,
-        max_stories=dc.max_stories, heldout=dc.heldout, heldout_frac=dc.heldout_frac,
-        cache_dir=str(project_path(dc.cache_dir)), gpt2_dir=dc.gpt2_dir, eos_in_text=dc.eos_in_text,
-        heldout_cut=dc.heldout_cut)
 
 
 def device_batches(tokens, start: int, stop: int, seed: int, batch_size: int, seq_len: int, rank: int, world: int,
@@ -124,7 +116,9 @@ def train_run(run: RunConfig, progress: bool = True, move_aside: bool = False, a
 
     A folder that holds this run finished answers with its result; one that holds another run (or a file that
     cannot be read) raises RunConflict (StateError), unless ``move_aside`` moves it aside first. A run far beyond
-    a CPU's reach stops before it starts unless ``allow_slow`` (default: $RRLIB_ALLOW_SLOW=1).
+    a CPU's reach stops before it starts unless ``allow_slow`` (default: $RRLIB_ALLOW_SLOW=1). Everything a run
+    can be refused for (its settings, its data's sizes, its folder, its pace) is found before its folder gets a
+    file; running out of memory or disk ends in one sentence with the way out.
     """
     run, done = claimed(run, move_aside)
     if done is not None:
@@ -133,9 +127,11 @@ def train_run(run: RunConfig, progress: bool = True, move_aside: bool = False, a
     accum = grad_accum_steps(run.train, world)
     device = pick_device(run.train.device)
     check_cpu_reach([run], device, allow_slow)
+    data = checked_run_data(run)
     run_dir = run.run_dir
+    writable_folder(run_dir, "--out")
     device = join_process_group(device, local_rank, world)
-    # folders this call creates: a bad input found while starting (data that cannot be read) leaves none behind
+    # folders this call creates: a bad input found while starting leaves none behind
     created = [d for d in (run_dir, *list(run_dir.parents)[:3]) if not d.exists()]  # up to the out root
     lock = run_lock(run_dir) if rank == 0 else contextlib.nullcontext()
     try:
@@ -143,7 +139,7 @@ def train_run(run: RunConfig, progress: bool = True, move_aside: bool = False, a
             run, done = claimed(run)  # another process may have finished it while we waited
             if done is not None:
                 return None if skip_done else done
-            return _train(run, run_dir, device, rank, world, accum, stop, progress and rank == 0)
+            return _train(run, run_dir, data, device, rank, world, accum, stop, progress and rank == 0)
     except (ConfigError, DataError):
         if rank == 0 and created and {p.name for p in run_dir.iterdir()} <= {"run.lock"}:
             (run_dir / "run.lock").unlink(missing_ok=True)
@@ -151,13 +147,37 @@ def train_run(run: RunConfig, progress: bool = True, move_aside: bool = False, a
                 for folder in created:  # innermost first; each is empty once the one inside it is gone
                     folder.rmdir()
         raise
+    except Exception as err:  # noqa: BLE001 - only the two below are turned into a sentence; the rest go on
+        if out_of_memory(err):
+            raise ConfigError(out_of_memory_advice(run, device, world)) from None
+        if disk_full(err):  # an append to metrics.jsonl (the atomic writes say so themselves)
+            raise full_disk(run_dir / "metrics.jsonl", err) from None
+        raise
 
 
-def _train(run, run_dir, device, rank, world, accum, stop, progress) -> dict:
+def out_of_memory(err: BaseException) -> bool:
+    """CUDA's OutOfMemoryError, or the CPU allocator's failure (a RuntimeError on torch 2.13)."""
+    return isinstance(err, (torch.OutOfMemoryError, MemoryError)) or \
+        (isinstance(err, RuntimeError) and "can't allocate memory" in str(err))
+
+
+def out_of_memory_advice(run: RunConfig, device: torch.device, world: int) -> str:
+    share = run.train.batch_size // world
+    micro = run.train.micro_batch_size or share
+    where = f"{run.size}/{run.variant}/seed{run.seed} ran out of memory on {device_name(device)} with {micro} " \
+            f"sequence{'' if micro == 1 else 's'} per forward pass"
+    if micro == 1:
+        return f"{where}; even one sequence does not fit: use a smaller size or a device with more memory"
+    smaller = next(d for d in range(micro // 2, 0, -1) if share % d == 0)
+    return (f"{where}; pass --micro-batch-size {smaller} (or a smaller divisor of {share}) and run the same command "
+            f"again: each step still takes {run.train.batch_size} sequences, in smaller passes, the run is the same "
+            f"run (its fingerprint leaves the split out), and it goes on from its last checkpoint")
+
+
+def _train(run, run_dir, data, device, rank, world, accum, stop, progress) -> dict:
     tc = run.train
     precision = resolve_precision(tc.precision, device)
     autocast = autocast_factory(precision, device)
-    data = load_run_data(run)
 
     torch.manual_seed(run.seed)
     model = GPT(run.model).to(device)
@@ -166,12 +186,8 @@ def _train(run, run_dir, device, rank, world, accum, stop, progress) -> dict:
     start_step, minutes_before = 0, 0.0
     # the log window open at the checkpoint: a run stopped between log steps logs the same lines as one that was not
     window = {"start": 0, "loss_sum": 0.0, "first_bad": -1}
-    ckpt = read_checkpoint(run_dir / CKPT_FILE, map_location=device)
+    ckpt = read_checkpoint(run_dir / CKPT_FILE, map_location=device)  # claimed() has checked it is this run's
     if ckpt is not None:
-        if ckpt.get("identity", identity) != identity:
-            raise RunConflict(f"{run_dir / CKPT_FILE} was written by a run with other settings "
-                              f"({differences(ckpt['identity'], identity)}); train this one under another --out, "
-                              f"or {MOVE_ASIDE}")
         model.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
         start_step, minutes_before = ckpt["step"], ckpt["minutes"]
@@ -185,7 +201,7 @@ def _train(run, run_dir, device, rank, world, accum, stop, progress) -> dict:
         "torch_version": torch.__version__, "python": platform.python_version(), "device": device_name(device),
         "precision": precision, "compile": tc.compile, "world_size": world, "grad_accum_steps": accum,
         "attention": attention_backend(device), "data_source": data.source, "command": command_line(),
-        "device_type": device.type, "fingerprint": fingerprint(identity),
+        "device_type": device.type, "fingerprint": fingerprint(identity), DATA_HASH: data.content_hash,
     }
     if rank == 0:
         write_json_atomic(run_dir / "config.json", header)
@@ -201,18 +217,22 @@ def _train(run, run_dir, device, rank, world, accum, stop, progress) -> dict:
             loss_sum /= world
         if rank == 0:
             save_checkpoint(run_dir, model, optimizer, step, minutes, identity=identity,
-                            fingerprint=header["fingerprint"],
+                            fingerprint=header["fingerprint"], **{DATA_HASH: data.content_hash},
                             log_window={"start": window_start, "loss_sum": loss_sum.item(),
                                         "first_bad": int(first_bad.item())})
 
+    # evaluation passes are as large as training's, so a micro-batch that fits training fits them (the windows and
+    # the sums over them do not depend on it)
+    per_pass = tc.micro_batch_size or tc.batch_size // world
+
     def fixed_eval():
         return evaluate(model, fixed_eval_windows(data.heldout, run.model.seq_len, tc.fixed_eval_tokens,
-                                                  batch_size=max(1, tc.batch_size // world)), device, autocast)
+                                                  batch_size=per_pass), device, autocast)
 
     tokens_per_step = tc.batch_size * run.model.seq_len
     first_bad = torch.full((), window["first_bad"], dtype=torch.long, device=device)
     loss_acc = torch.full((), window["loss_sum"], device=device)
-    metrics = open(run_dir / "metrics.jsonl", "a") if rank == 0 else None
+    metrics = open(run_dir / "metrics.jsonl", "ab", buffering=0) if rank == 0 else None
     bar = _progress_bar(start_step, tc.steps, progress)
     clock = TrainClock()
     step, window_start = start_step, window["start"]
@@ -262,8 +282,9 @@ def _train(run, run_dir, device, rank, world, accum, stop, progress) -> dict:
                     raise KeyboardInterrupt(f"stopped by signal {stop.signum} at step {step}; checkpoint saved")
         with clock.paused():
             save(step, minutes_before + clock.train_seconds() / 60)
-            paper = evaluate(model, paper_eval_windows(data.heldout, run.seed, tc.paper_eval_batches,
-                                                       tc.batch_size, run.model.seq_len), device, autocast)
+            paper = evaluate(model, in_passes(paper_eval_windows(data.heldout, run.seed, tc.paper_eval_batches,
+                                                                 tc.batch_size, run.model.seq_len), per_pass),
+                             device, autocast)
             fixed = fixed_eval()
         evals = {"val_loss": paper["loss"], "ece": paper["ece"], "fixed_loss": fixed["loss"],
                  "fixed_ece": fixed["ece"], "paper_eval_tokens": paper["tokens"], "fixed_eval_tokens": fixed["tokens"]}
@@ -322,7 +343,7 @@ def _finish(run, run_dir, model, header, status, step, minutes_before, clock, st
         "n_loops": run.model.n_loops, "lr": tc.lr, "precision": header["precision"], "device": header["device"],
         "world_size": header["world_size"], "git_commit": header["git_commit"],
         "rrlib_version": __version__, "torch_version": torch.__version__, "data_source": header["data_source"],
-        "fingerprint": header["fingerprint"],
+        "fingerprint": header["fingerprint"], DATA_HASH: header[DATA_HASH],
         "peak_memory_MB": _peak_memory_mb(next(model.parameters()).device),
         "status": status, "diverged_step": diverged_step, **(evals or {}),
     }
@@ -333,10 +354,24 @@ def _finish(run, run_dir, model, header, status, step, minutes_before, clock, st
     return result
 
 
+def in_passes(batches, size: int):
+    """Each (x, y) batch as passes of at most ``size`` windows."""
+    for x, y in batches:
+        for i in range(0, len(x), size):
+            yield x[i:i + size], y[i:i + size]
+
+
 def _log(fh, record: dict) -> None:
+    """One line appended whole, or not at all: a write that fails (a full disk) is cut back off."""
     if fh is not None:
-        fh.write(json.dumps(record) + "\n")
-        fh.flush()
+        line, start = (json.dumps(record) + "\n").encode(), fh.tell()
+        try:
+            view = memoryview(line)
+            while view:
+                view = view[fh.write(view):]
+        except OSError:
+            fh.truncate(start)
+            raise
 
 
 def _progress_bar(start: int, total: int, enabled: bool):

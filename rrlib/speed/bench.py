@@ -46,8 +46,10 @@ import torch
 
 from ..rules.native import target_isa
 from ..runs.checkpoints import write_json_atomic
-from ..runs.config import PROJECT_ROOT, ConfigError, project_path
-from ..runs.data import TOKENIZERS, get_tokenizer, iter_stories, load_token_data
+from ..runs.config import PROJECT_ROOT, ConfigError, given_path, project_path
+from ..runs.data import TOKENIZERS, get_tokenizer, iter_stories
+from ..runs.folders import writable_folder
+from ..runs.token_cache import load_token_data
 from ..runs.device import autocast_factory, pick_device, resolve_precision
 from ..runs.presets import resolve_run
 from ..runs.provenance import device_name, git_commit
@@ -195,8 +197,10 @@ def main(argv=None) -> int:
     autocast_factory(precision, device)  # sets the tf32 flag the peak measurement relies on
     peak_flops, peak_source = resolve_peak(device, precision, args.measure_peak) if grid else (None, "none")
     gpt2_dir = args.gpt2_dir if Path(args.gpt2_dir).is_dir() else None
-    out_path = project_path(args.out or f"outputs/bench/{device.type}-{'-'.join(args.size) or 'tokenize'}.json")
-    out_path.parent.mkdir(parents=True, exist_ok=True)
+    # a path typed here is the current folder's; the default is the project's
+    out_path = project_path(given_path(args.out) if args.out else
+                            f"outputs/bench/{device.type}-{'-'.join(args.size) or 'tokenize'}.json")
+    writable_folder(out_path.parent, "--out")  # before anything is measured, not after
     result = {
         "command": "python -m rrlib bench " + " ".join(argv),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "git_commit": git_commit(),
@@ -229,7 +233,7 @@ def main(argv=None) -> int:
             result["sweep"] = price_sweep(csv, result["results"], peak_flops)
         save(out_path, result)  # after every size, so a stopped benchmark keeps what it finished
     if args.tokenize:
-        result["tokenize"] = bench_tokenize(project_path(args.tokenize), gpt2_dir)
+        result["tokenize"] = bench_tokenize(project_path(given_path(args.tokenize)), gpt2_dir)
     report = save(out_path, result)
     print(report)
     print(f"\nwrote {out_path} and {out_path.with_suffix('.md').name}")
@@ -238,6 +242,7 @@ def main(argv=None) -> int:
 
 def save(out_path: Path, result: dict) -> str:
     """The JSON and, beside it, the markdown report; returns the report."""
+    out_path.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out_path, result)
     report = render(result)
     out_path.with_suffix(".md").write_text(report + "\n")

@@ -22,7 +22,7 @@ import pandas as pd
 import torch
 
 from ..model import GPT
-from ..runs.config import ConfigError, project_path
+from ..runs.config import ConfigError, given_path, project_path
 from ..runs.presets import load_preset, resolve_run
 from .peaks import table_peak
 from .pricing import PAPER_SIZES, PAPER_VARIANTS
@@ -82,20 +82,20 @@ def main(argv=None) -> int:
     p.add_argument("--mfu", type=float, default=0.3, help="assumed model FLOP utilisation for the FLOP estimate")
     p.add_argument("--device", default="H200", help="device name looked up in rrlib.speed.peaks' table")
     p.add_argument("--precision", default="bf16", choices=("bf16", "tf32"), help="which peak of the device")
-    p.add_argument("--paper-csv", default=PAPER_CSV, help="the paper's runs, for its measured speed")
+    p.add_argument("--paper-csv", default=None, help=f"the paper's runs, for its measured speed (default: {PAPER_CSV})")
     args = p.parse_args(argv)
     try:
         peak = table_peak(args.device, args.precision)
         if peak is None:
             raise ConfigError(f"no {args.precision} peak for device {args.device!r} in rrlib.speed.peaks.PEAK_TFLOPS")
-        csv = project_path(args.paper_csv)
+        csv = project_path(given_path(args.paper_csv) if args.paper_csv else PAPER_CSV)
         speed = paper_tokens_per_s(csv) if Path(csv).exists() else None
         rows = [preset_cost(size, speed, peak[0], args.mfu) for size in args.sizes]
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     table = pd.DataFrame(rows).rename(columns={"hours_at_mfu": f"hours_at_mfu_{args.mfu:g}_{peak[1].split()[0]}"})
-    print(f"peak: {peak[1]}; paper speed: {'from ' + str(args.paper_csv) if speed else 'unavailable'}")
+    print(f"peak: {peak[1]}; paper speed: {'from ' + (args.paper_csv or PAPER_CSV) if speed else 'unavailable'}")
     print(table.to_string(index=False, float_format=lambda x: f"{x:,.1f}"))
     return 0
 

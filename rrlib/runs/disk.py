@@ -1,0 +1,78 @@
+"""Writing files so that a kill or a full disk leaves no half of one: temporary files beside the target, removed
+when a write fails and, once their writer is dead, by the next process that writes there; a full disk as one
+sentence with the way out."""
+from __future__ import annotations
+
+import errno
+import os
+import re
+import socket
+import sys
+from pathlib import Path
+
+from ..rules import ConfigError
+
+FULL = (errno.ENOSPC, errno.EDQUOT)
+_HOST = re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname())
+
+
+class DiskFull(ConfigError):
+    """A write ran out of disk space; the message names the file and the way out."""
+
+
+def disk_full(err: BaseException) -> bool:
+    """Whether ``err``, or an error it was raised from, is a full disk or an exhausted quota.
+
+    torch.save reports a failed write as a RuntimeError ("unexpected pos ...") and the OSError comes after it, when
+    the file is closed; either may be the one that surfaces, so the whole chain is looked at.
+    """
+    seen = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, OSError) and err.errno in FULL:
+            return True
+        err = err.__cause__ or err.__context__
+    return False
+
+
+def full_disk(path: Path, err: BaseException) -> DiskFull:
+    return DiskFull(f"the disk holding {path.parent} is full (writing {path.name}: "
+                    f"{os.strerror(errno.ENOSPC).lower()}); free space there or give another folder (--out, "
+                    f"data.cache_dir), then run the same command again: a run goes on from its last checkpoint")
+
+
+def tmp_beside(path: Path) -> Path:
+    """Where ``path`` is written before it is renamed into place: named by this process and host, so concurrent
+    writers never share one and a dead writer's file can be told from a live one's."""
+    return path.with_name(f"{path.name}.{os.getpid()}@{_HOST}.tmp")
+
+
+def _writer_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
+def remove_stale_tmp(path: Path) -> None:
+    """Remove temporary files of ``path`` left by a process of this host that died while writing them.
+
+    Files of another host (a shared disk) are left alone; ``<name>.<pid>.tmp`` is the form before the host was in
+    the name, and was only ever written on the machine that reads it.
+    """
+    pattern = re.compile(rf"{re.escape(path.name)}\.(\d+)(?:@([A-Za-z0-9_-]+))?\.tmp")
+    if not path.parent.is_dir():
+        return
+    for tmp in path.parent.iterdir():
+        match = pattern.fullmatch(tmp.name)
+        if match and match[2] in (None, _HOST) and not _writer_alive(int(match[1])):
+            try:
+                size = tmp.stat().st_size
+                tmp.unlink()
+            except OSError:  # gone meanwhile, or a folder this process cannot write: nothing to clean
+                continue
+            print(f"[rrlib] removed {tmp} ({size / 1e6:,.1f} MB), left by process {match[1]} that stopped while "
+                  f"writing it", file=sys.stderr, flush=True)
