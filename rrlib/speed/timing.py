@@ -158,8 +158,11 @@ def rule_option_sets(variant: str, recompute: bool) -> list[dict]:
     return [{}, {"recompute": True}] if recompute and offers else [{}]
 
 
-def bench_size(runs: list[RunConfig], device, precision, args, peak_flops) -> list[dict]:
-    """Every variant of one size: build and warm up each in turn, then interleaved rounds of timed steps."""
+def bench_size(runs: list[RunConfig], device, precision, args, peak_flops, keep) -> list[dict]:
+    """Every variant of one size: build and warm up each in turn, then interleaved rounds of timed steps.
+
+    ``keep(rows)`` is called with the size's rows as soon as the steps are timed, and again once the evaluation
+    (which compiles more graphs under --compile) has been timed too: a stop in between keeps the step times."""
     autocast = autocast_factory(precision, device)
     torch.compiler.reset()  # a fresh compile cache per size, so each size's compile cost is its own
     cases = []
@@ -179,11 +182,16 @@ def bench_size(runs: list[RunConfig], device, precision, args, peak_flops) -> li
             case.times += timed_steps(case, args.steps, autocast, device)
     rows = []
     for case in cases:
-        rows.append(summarise(case, eval_seconds(case, args.steps, autocast, device), precision, peak_flops))
+        rows.append(summarise(case, None, precision, peak_flops))
         say(f"{case.run.size}/{case.run.variant}: step {rows[-1]['step_ms']:.1f} ms, "
              f"{rows[-1]['tokens_per_s']:,.0f} tokens/s"
              + ("" if not case.host_syncs else f"; {case.host_syncs} host syncs in the timed steps"))
     add_ratios(rows)
+    keep(rows)
+    for case, row in zip(cases, rows):
+        eval_s = eval_seconds(case, args.steps, autocast, device)
+        row.update(eval_ms=eval_s * 1e3, eval_to_step=eval_s * 1e3 / row["step_ms"])
+    keep(rows)
     return rows
 
 
@@ -202,8 +210,8 @@ def summarise(case: Case, eval_s: float, precision: str, peak_flops: float | Non
         "step_ms_min": min(case.times) * 1e3, "step_ms_max": max(case.times) * 1e3, "tokens_per_s": tokens_per_s,
         "mfu": mfu(model.flops_per_token(), tokens_per_s, peak_flops), "peak_memory_bytes": case.peak_memory,
         "head": "plain" if case.plain_head else "padded, chunked loss", "first_step_s": case.first_step_s,
-        "compile_s": max(0.0, case.first_step_s - step_s), "warmup_s": case.warmup_s, "eval_ms": eval_s * 1e3,
-        "eval_to_step": eval_s / step_s,
+        "compile_s": max(0.0, case.first_step_s - step_s), "warmup_s": case.warmup_s, "eval_ms": None if eval_s is None else eval_s * 1e3,
+        "eval_to_step": None if eval_s is None else eval_s / step_s,
         "host_syncs": case.host_syncs,
     }
 
