@@ -288,3 +288,16 @@ def test_the_committed_paper_csv_is_the_shared_one(shared):
     if not source.is_file():
         pytest.skip("no shared reference data beside the checkout")
     assert pricing.PAPER_CSV.read_bytes() == source.read_bytes()
+
+
+def test_bf16_matching_widens_in_multiples_of_8_and_tf32_keeps_the_papers_widths():
+    from rrlib.speed.timing import misaligned
+
+    for size, variant, paper_width in (("150m", "standard", 876), ("590m", "highway", 1380), ("590m", "mhc", 1460)):
+        assert resolve_run(size, variant, 0).model.d_model == paper_width  # the paper's recipe, TF32
+        bf16 = resolve_run(size, variant, 0, {"train": {"precision": "bf16"}}).model
+        assert bf16.d_model % 8 == 0 and bf16.d_model % bf16.n_heads == 0 and bf16.d_model > paper_width - 8
+        kept = resolve_run(size, variant, 0, {"train": {"precision": "bf16", "bf16_width_multiple": 1}}).model
+        assert kept.d_model == paper_width
+    assert misaligned(876, 12, "bf16") == ["d_model 876", "head_dim 73"] and misaligned(512, 8, "bf16") == []
+    assert misaligned(568, 8, "tf32") == ["head_dim 71"]

@@ -31,7 +31,8 @@ from .config import ConfigError, RunConfig
 
 # (section, setting) pairs that cannot change a run's numbers; see the module docstring
 NOT_FINGERPRINTED = {"train": {"log_every", "eval_every", "ckpt_every", "keep_weights", "micro_batch_size",
-                               "device", "precision", "warmup_frac", "tokens_per_param"},
+                               "device", "precision", "warmup_frac", "tokens_per_param",
+                               "bf16_width_multiple"},
                      "data": {"cache_dir", "gpt2_dir"}, "model": set()}
 FILE_SETTINGS = ("data_path", "val_path")  # compared by file name: the same file on another machine is the same
 MOVE_ASIDE = "pass --move-aside to move the folder aside and start the run afresh (nothing is deleted)"

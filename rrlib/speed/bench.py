@@ -117,7 +117,8 @@ TABLE_COLUMNS = [
     ("compiled/eager", "compiled_vs_eager", "{:.3f}"), ("mem vs default", "peak_memory_vs_default", "{:.3f}"),
     ("MFU", "mfu", "{:.1%}"), ("peak mem (MiB)", "peak_memory_bytes", lambda v: f"{v / 2**20:,.1f}"),
     ("eval/step", "eval_to_step", "{:.2f}"), ("compile (s)", "compile_s", "{:.1f}"),
-    ("warmup (s)", "warmup_s", "{:.1f}"), ("attention", "attention", "{}"), ("head", "head", "{}"),
+    ("warmup (s)", "warmup_s", "{:.1f}"), ("attention", "attention", "{}"),
+    ("not 16-byte aligned", "misaligned", lambda v: ", ".join(v) or "–"), ("head", "head", "{}"),
     ("tok/s vs plain", "tokens_per_s_vs_plain", "{:.3f}"),
 ]
 

@@ -195,6 +195,14 @@ def bench_size(runs: list[RunConfig], device, precision, args, peak_flops, keep)
     return rows
 
 
+def misaligned(d_model: int, n_heads: int, precision: str) -> list[str]:
+    """The widths whose rows are not 16-byte aligned in ``precision`` (8 bf16 or 4 fp32 elements): their matmuls
+    and attention run slower kernels, which a comparison between rules would charge to the rule."""
+    per_16_bytes = 8 if precision == "bf16" else 4
+    widths = {"d_model": d_model, "head_dim": d_model // n_heads}
+    return [f"{name} {value}" for name, value in widths.items() if value % per_16_bytes]
+
+
 def summarise(case: Case, eval_s: float, precision: str, peak_flops: float | None) -> dict:
     run, model = case.run, case.model
     tokens_per_step = run.train.batch_size * run.model.seq_len
@@ -212,7 +220,7 @@ def summarise(case: Case, eval_s: float, precision: str, peak_flops: float | Non
         "head": "plain" if case.plain_head else "padded, chunked loss", "first_step_s": case.first_step_s,
         "compile_s": max(0.0, case.first_step_s - step_s), "warmup_s": case.warmup_s, "eval_ms": None if eval_s is None else eval_s * 1e3,
         "eval_to_step": None if eval_s is None else eval_s / step_s,
-        "host_syncs": case.host_syncs,
+        "host_syncs": case.host_syncs, "misaligned": misaligned(run.model.d_model, run.model.n_heads, precision),
     }
 
 
