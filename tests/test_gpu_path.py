@@ -301,3 +301,17 @@ def test_bf16_matching_widens_in_multiples_of_8_and_tf32_keeps_the_papers_widths
         assert kept.d_model == paper_width
     assert misaligned(876, 12, "bf16") == ["d_model 876", "head_dim 73"] and misaligned(512, 8, "bf16") == []
     assert misaligned(568, 8, "tf32") == ["head_dim 71"]
+
+
+def test_padded_attention_heads_equal_the_unpadded_ones(monkeypatch):
+    import rrlib.model as model
+
+    torch.manual_seed(0)
+    attn = model.Attention(4 * 71, 4)  # 60m standard's head dim
+    x = torch.randn(2, 16, 4 * 71)
+    plain = attn(x)
+    real = model.sdpa_head_dim
+    assert real(71, "cpu") == 71
+    assert [real(h, "cuda") for h in (64, 69, 71, 96, 103, 111)] == [64, 72, 72, 96, 104, 112]
+    monkeypatch.setattr(model, "sdpa_head_dim", lambda hd, device_type: real(hd, "cuda"))  # CUDA's padding
+    torch.testing.assert_close(attn(x), plain, rtol=1e-5, atol=1e-6)

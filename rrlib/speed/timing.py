@@ -13,7 +13,7 @@ from datetime import datetime
 import torch
 from torch.nn.attention import SDPBackend
 
-from ..model import GPT
+from ..model import GPT, sdpa_head_dim
 from ..rules import rule_class
 from ..runs.config import RunConfig
 from ..runs.device import autocast_factory
@@ -49,9 +49,11 @@ def attention_kernel(run: RunConfig, device: torch.device, precision: str) -> st
     """The SDPA kernel the dispatcher picks for this model's q, k, v (their shape, dtype and strides)."""
     cfg = run.model
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-    qkv = torch.empty(run.train.batch_size, cfg.seq_len, 3, cfg.n_heads, cfg.d_model // cfg.n_heads,
-                      device=device, dtype=dtype).permute(2, 0, 3, 1, 4)  # as Attention.forward slices it
-    return SDPBackend(torch._fused_sdp_choice(qkv[0], qkv[1], qkv[2], is_causal=True)).name.lower()
+    head_dim = sdpa_head_dim(cfg.d_model // cfg.n_heads, device.type)
+    qkv = torch.empty(run.train.batch_size, cfg.seq_len, 3, cfg.n_heads, head_dim,
+                      device=device, dtype=dtype).permute(2, 0, 3, 1, 4)  # as Attention.forward passes it
+    q, k, v = (t.contiguous() for t in qkv) if head_dim != cfg.d_model // cfg.n_heads else qkv  # F.pad copies
+    return SDPBackend(torch._fused_sdp_choice(q, k, v, is_causal=True)).name.lower()
 
 
 def build_case(run: RunConfig, device: torch.device, precision: str, plain_head: bool = False,
