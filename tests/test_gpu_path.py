@@ -221,8 +221,8 @@ def test_cuda_steps_between_log_steps_do_not_sync():
 # ---------------------------------------------------------------- the GPU benchmark script
 
 def test_gpu_bench_dry_run_on_cpu(tmp_path):
-    env = {**os.environ, "DEVICE": "cpu", "PRECISION": "fp32", "SIZES": "tiny", "COMPILE_BACKEND": "eager",
-           "OMP_NUM_THREADS": "1", "BUDGET_S": "240", "PAPER_CSV": str(tmp_path / "none.csv")}
+    env = {**os.environ, "DEVICE": "cpu", "PRECISION": "fp32", "PRICE_PRECISION": "fp32", "SIZES": "tiny",
+           "COMPILE_BACKEND": "eager", "OMP_NUM_THREADS": "1", "BUDGET_S": "400", "RRLIB_GIT_COMMIT": "abc123"}
     done = subprocess.run(["bash", "scripts/gpu_bench.sh", str(tmp_path / "out")], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
@@ -231,7 +231,87 @@ def test_gpu_bench_dry_run_on_cpu(tmp_path):
     compiled = json.loads((out / "compiled-tiny.json").read_text())
     assert {r["variant"] for r in eager["results"]} == {"review", "highway", "standard"}
     assert compiled["compile"] and {r["variant"] for r in compiled["results"]} == {"review", "standard"}
+    assert eager["git_commit"] == "abc123" and eager["sweep"] is None  # priced once, below, not per file
     for row in eager["results"] + compiled["results"]:
-        assert row["compile_s"] >= 0 and row["step_ms"] > 0
+        assert row["compile_s"] >= 0 and row["step_ms"] > 0 and row["eval_ms"] > 0
     log = (out / "gpu_bench.log").read_text()
-    assert log.index("eager-tiny: --size tiny") < log.index("compiled-tiny: --size tiny") and "done" in log
+    order = ["eager-tiny: --size tiny", "eager-fp32-tiny: --size tiny", "compiled-tiny: --size tiny",
+             "the required passes are done", "the sweep, priced once", "] done"]
+    assert [log.index(mark) for mark in order] == sorted(log.index(mark) for mark in order)
+    assert json.loads((out / "sweep.json").read_text())["prices"] == []  # tiny is no paper size
+
+
+def _bench_file(path, precision, compile, peak, rows):
+    path.write_text(json.dumps({"peak_flops": peak, "results": [
+        {"size": size, "variant": variant, "precision": precision, "compile": compile, "rule_options": {},
+         "head": "padded, chunked loss", "tokens_per_s": tok_s, "mfu": mfu} for size, variant, tok_s, mfu in rows]}))
+
+
+def test_the_sweep_is_priced_once_from_every_sizes_file_per_precision(tmp_path):
+    from rrlib.speed import pricing
+
+    variants = ("review", "highway", "standard")
+    _bench_file(tmp_path / "eager-60m.json", "bf16", False, 1e15, [("60m", v, 1e6, 0.2) for v in variants])
+    _bench_file(tmp_path / "eager-1b.json", "bf16", False, 1e15, [("1b", v, 1e5, 0.4) for v in variants])
+    _bench_file(tmp_path / "eager-tf32-60m.json", "tf32", False, 5e14, [("60m", v, 5e5, 0.2) for v in variants])
+    _bench_file(tmp_path / "compiled-60m.json", "bf16", True, 1e15, [("60m", v, 2e6, 0.4) for v in ("review",)])
+    assert pricing.main([str(tmp_path)]) == 0
+    sweep = json.loads((tmp_path / "sweep.json").read_text())
+    prices = {(p["precision"], p["compile"]): p for p in sweep["prices"]}
+    assert set(prices) == {("bf16", False), ("bf16", True), ("tf32", False)}
+    runs = pricing.paper_runs(pricing.PAPER_CSV)
+    expect = {}
+    for precision, at in (("bf16", {"60m": (1e6, 0.2), "1b": (1e5, 0.4)}), ("tf32", {"60m": (5e5, 0.2)})):
+        peak = 1e15 if precision == "bf16" else 5e14
+        measured = sum(r["tokens"] / at[r["size"]][0] for r in runs if r["size"] in at) / 3600
+        rank = {s: pricing.SIZE_ORDER.index(s) for s in at}
+        def nearest(run):
+            return min(at, key=lambda s: (abs(rank[s] - run["size_rank"]), -rank[s]))
+        estimated = sum(r["tokens"] * r["flops_per_token"] / (at[nearest(r)][1] * peak)
+                        for r in runs if r["size"] not in at) / 3600
+        expect[precision] = measured, estimated
+    for precision in ("bf16", "tf32"):
+        p = prices[precision, False]
+        assert p["measured_hours"] == pytest.approx(expect[precision][0])
+        assert p["flop_estimated_hours"] == pytest.approx(expect[precision][1])
+        assert p["total_hours"] == pytest.approx(sum(expect[precision]))
+    assert prices["tf32", False]["paper_configuration"] and "paper's configuration" in prices["tf32", False]["label"]
+    assert prices["bf16", False]["measured_sizes"] == ["60m", "1b"]
+    assert prices["bf16", True]["unpriced_runs"] and prices["bf16", True]["total_hours"] is None
+    assert "tf32, eager (the paper's configuration)" in (tmp_path / "sweep.md").read_text()
+
+
+def test_the_committed_paper_csv_is_the_shared_one(shared):
+    from rrlib.speed import pricing
+
+    source = shared / "reference" / "scaling_v8.csv"
+    if not source.is_file():
+        pytest.skip("no shared reference data beside the checkout")
+    assert pricing.PAPER_CSV.read_bytes() == source.read_bytes()
+
+
+def test_bf16_matching_widens_in_multiples_of_8_and_tf32_keeps_the_papers_widths():
+    from rrlib.speed.timing import misaligned
+
+    for size, variant, paper_width in (("150m", "standard", 876), ("590m", "highway", 1380), ("590m", "mhc", 1460)):
+        assert resolve_run(size, variant, 0).model.d_model == paper_width  # the paper's recipe, TF32
+        bf16 = resolve_run(size, variant, 0, {"train": {"precision": "bf16"}}).model
+        assert bf16.d_model % 8 == 0 and bf16.d_model % bf16.n_heads == 0 and bf16.d_model > paper_width - 8
+        kept = resolve_run(size, variant, 0, {"train": {"precision": "bf16", "bf16_width_multiple": 1}}).model
+        assert kept.d_model == paper_width
+    assert misaligned(876, 12, "bf16") == ["d_model 876", "head_dim 73"] and misaligned(512, 8, "bf16") == []
+    assert misaligned(568, 8, "tf32") == ["head_dim 71"]
+
+
+def test_padded_attention_heads_equal_the_unpadded_ones(monkeypatch):
+    import rrlib.model as model
+
+    torch.manual_seed(0)
+    attn = model.Attention(4 * 71, 4)  # 60m standard's head dim
+    x = torch.randn(2, 16, 4 * 71)
+    plain = attn(x)
+    real = model.sdpa_head_dim
+    assert real(71, "cpu") == 71
+    assert [real(h, "cuda") for h in (64, 69, 71, 96, 103, 111)] == [64, 72, 72, 96, 104, 112]
+    monkeypatch.setattr(model, "sdpa_head_dim", lambda hd, device_type: real(hd, "cuda"))  # CUDA's padding
+    torch.testing.assert_close(attn(x), plain, rtol=1e-5, atol=1e-6)

@@ -1,6 +1,8 @@
 """Training runs you can trust: results, resume after SIGKILL, divergence, locks, sweeps, DDP, CLI errors."""
+import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -8,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from rrlib.runs.folders import RunBusy, run_lock
 from rrlib.runs.optim import lr_at
@@ -200,3 +203,59 @@ def test_a_changed_results_table_does_not_make_the_code_dirty(tmp_path):
         assert provenance.git_commit() == head + "+dirty"
     finally:
         provenance.PROJECT_ROOT = old_root
+
+
+def _rank_pid(launcher: subprocess.Popen, rank: int, timeout: float = 120) -> int:
+    """The pid of torchrun's worker of ``rank`` (its child whose environment says RANK=rank)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        children = Path(f"/proc/{launcher.pid}/task/{launcher.pid}/children").read_text().split()
+        for pid in children:
+            with contextlib.suppress(OSError):
+                if f"RANK={rank}".encode() in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+                    return int(pid)
+        time.sleep(0.2)
+    raise AssertionError(f"no worker of rank {rank} appeared")
+
+
+@pytest.mark.parametrize("target", ["rank 1", "launcher"])
+def test_ddp_sigterm_to_any_process_stops_every_rank_at_one_step(tmp_path, target):
+    args = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "rrlib", "train",
+            "--size", "tiny", "--variant", "standard", "--steps", "300", "--set", "train.log_every=2",
+            "--eval-every", "100000", "--set", "train.ckpt_every=100000", "--set", "train.paper_eval_batches=1",
+            "--set", "train.fixed_eval_tokens=1024", "--out", str(tmp_path)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    launcher = subprocess.Popen([sys.executable, *args], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    worker = _rank_pid(launcher, 1)
+    metrics = tmp_path / "tiny/standard/seed0/metrics.jsonl"
+    deadline = time.monotonic() + 120
+    while not (metrics.is_file() and metrics.read_text().count("\n") >= 2) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    os.kill(launcher.pid if target == "launcher" else worker, signal.SIGTERM)
+    out, err = launcher.communicate(timeout=120)
+    stops = re.findall(r"stopped by signal 15 at step (\d+); checkpoint saved", out + err)
+    assert len(stops) == 2 and len(set(stops)) == 1, err[-3000:]  # both ranks, one step
+    assert "gloo" not in err.lower() and "SIGABRT" not in err, err[-3000:]
+    ckpt = torch.load(metrics.parent / "ckpt.pt", weights_only=False)
+    assert ckpt["step"] == int(stops[0]) < 300 and not (metrics.parent / "result.json").exists()
+    if target == "rank 1":  # resuming finishes the run from the checkpoint
+        resumed = subprocess.run([sys.executable, *args], cwd=REPO, env=env, capture_output=True, text=True,
+                                 timeout=300)
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+        result = json.loads((metrics.parent / "result.json").read_text())
+        assert result["status"] == "finished" and result["steps"] == 300 and result["world_size"] == 2
+
+
+def test_a_finishing_run_writes_no_checkpoint_it_would_delete(tmp_path, monkeypatch):
+    import rrlib.runs.train as train
+
+    saved = []
+    real = train.save_checkpoint
+    monkeypatch.setattr(train, "save_checkpoint", lambda run_dir, model, opt, step, *a, **k: (
+        saved.append(step), real(run_dir, model, opt, step, *a, **k)))
+    run = resolve_run("tiny", "standard", 0, {"train": {"steps": 30, "ckpt_every": 15, "eval_every": 1000,
+                                                        "paper_eval_batches": 1, "fixed_eval_tokens": 1024}},
+                      str(tmp_path))
+    assert train_run(run, progress=False)["status"] == "finished"
+    assert saved == [15] and not (run.run_dir / "ckpt.pt").exists()

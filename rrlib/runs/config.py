@@ -83,6 +83,9 @@ class TrainConfig:
     tokens_per_param: float | None = None  # when set, steps give Review's model this many tokens per parameter
     min_lr_frac: float = 0.1
     precision: str = "auto"  # auto (bf16 on CUDA, fp32 on CPU), fp32, tf32, bf16
+    # under precision bf16 (as set, not auto) parameter matching widens d_model in multiples of this too, so every
+    # row of a matched model's matrices is 16-byte aligned; 1 keeps the paper's steps of n_heads
+    bf16_width_multiple: int = 8
     compile: bool = False
     device: str = "auto"
     eval_every: int = 1000

@@ -210,16 +210,17 @@ def _with_warmup(train: TrainConfig) -> TrainConfig:
     return dataclasses.replace(train, warmup_steps=max(1, round(train.warmup_frac * train.steps)))
 
 
-def match_params(cfg: ModelConfig, reference: str = REFERENCE_VARIANT) -> ModelConfig:
+def match_params(cfg: ModelConfig, reference: str = REFERENCE_VARIANT, multiple: int = 1) -> ModelConfig:
     """Widen ``cfg`` until it has at least the parameters of the same model with the ``reference`` rule.
 
     As in the paper: d_model grows in steps of n_heads (so heads stay whole), heads and depth fixed; the first
     width whose count reaches the reference's is taken. A rule that already has as many parameters keeps its
-    width.
+    width. With ``multiple`` (train.bf16_width_multiple under bf16) a widened d_model is also a multiple of it.
     """
     target = count_params(dataclasses.replace(cfg, variant=reference, rule_options={}))
+    step = math.lcm(cfg.n_heads, multiple)
     while count_params(cfg) < target:
-        cfg = dataclasses.replace(cfg, d_model=cfg.d_model + cfg.n_heads)
+        cfg = dataclasses.replace(cfg, d_model=(cfg.d_model // step + 1) * step)
     return cfg
 
 
@@ -238,6 +239,6 @@ def resolve_run(size: str, variant: str, seed: int, overrides: dict | None = Non
     train = _with_warmup(_with_budget(_merge(preset.train, overrides.get("train", {}), "train"), model))
     validate(model, train, data)
     if preset.match_params and variant != REFERENCE_VARIANT:
-        model = match_params(model)
+        model = match_params(model, multiple=train.bf16_width_multiple if train.precision == "bf16" else 1)
     return RunConfig(size=size, variant=variant, seed=check_seed(seed), model=model, data=data, train=train,
                      out_root=out_root)

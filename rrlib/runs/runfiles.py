@@ -33,7 +33,8 @@ from .validate import typed
 
 # (section, setting) pairs that cannot change a run's numbers; see the module docstring
 NOT_FINGERPRINTED = {"train": {"log_every", "eval_every", "ckpt_every", "keep_weights", "micro_batch_size",
-                               "device", "precision", "warmup_frac", "tokens_per_param"},
+                               "device", "precision", "warmup_frac", "tokens_per_param",
+                               "bf16_width_multiple"},
                      "data": {"cache_dir", "gpt2_dir"}, "model": set()}
 FILE_SETTINGS = ("data_path", "val_path")  # compared by file name: the same file on another machine is the same
 DATA_HASH = "data_hash"  # the data's content (rrlib.runs.token_cache), recorded beside the fingerprint

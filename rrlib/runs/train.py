@@ -179,6 +179,8 @@ def _train(run, run_dir, data, device, rank, world, accum, stop, progress) -> di
     precision = resolve_precision(tc.precision, device)
     autocast = autocast_factory(precision, device)
 
+    if device.type == "cuda":  # peak_memory_MB is this run's, not the largest of a sweep's runs so far
+        torch.cuda.reset_peak_memory_stats(device)
     torch.manual_seed(run.seed)
     model = GPT(run.model).to(device)
     optimizer = make_optimizer(model, tc, device)
@@ -236,6 +238,7 @@ def _train(run, run_dir, data, device, rank, world, accum, stop, progress) -> di
     bar = _progress_bar(start_step, tc.steps, progress)
     clock = TrainClock()
     step, window_start = start_step, window["start"]
+    stopping = None  # the signal every rank stops for, once they agree on one
     batches = device_batches(data.train, step, tc.steps, run.seed, tc.batch_size, run.model.seq_len, rank, world,
                              device)
     try:
@@ -253,6 +256,7 @@ def _train(run, run_dir, data, device, rank, world, accum, stop, progress) -> di
                 if world > 1:
                     dist.all_reduce(loss_acc)
                     loss_acc /= world
+                    first_bad, stopping = _agree(first_bad, stop.signum, device)
                 n = step - window_start
                 timed = step - max(window_start, start_step)  # a window opened before a resume was timed in part
                 tok_s = timed * tokens_per_step / clock.window()
@@ -275,13 +279,16 @@ def _train(run, run_dir, data, device, rank, world, accum, stop, progress) -> di
                     ev = fixed_eval()
                 _log(metrics, {"step": step, "fixed_loss": ev["loss"], "fixed_ece": ev["ece"],
                                "eval_seconds": paused.seconds})
-            if step % tc.ckpt_every == 0 or stop.signum is not None:
+            if world == 1:  # one process stops at the next step; ranks stop where they agreed to (_agree)
+                stopping = stop.signum
+            if step % tc.ckpt_every == 0 and step < tc.steps or stopping:
                 with clock.paused():
                     save(step, minutes_before + clock.train_seconds() / 60)
-                if stop.signum is not None:
-                    raise KeyboardInterrupt(f"stopped by signal {stop.signum} at step {step}; checkpoint saved")
+                    if world > 1:  # no rank leaves (and has the launcher stop the others) before rank 0 has saved
+                        dist.barrier()
+                if stopping:
+                    raise KeyboardInterrupt(f"stopped by signal {stopping} at step {step}; checkpoint saved")
         with clock.paused():
-            save(step, minutes_before + clock.train_seconds() / 60)
             paper = evaluate(model, in_passes(paper_eval_windows(data.heldout, run.seed, tc.paper_eval_batches,
                                                                  tc.batch_size, run.model.seq_len), per_pass),
                              device, autocast)
@@ -294,6 +301,18 @@ def _train(run, run_dir, data, device, rank, world, accum, stop, progress) -> di
             bar.close()
         if metrics is not None:
             metrics.close()
+
+
+def _agree(first_bad: torch.Tensor, signum: int | None, device) -> tuple[torch.Tensor, int | None]:
+    """Every rank's view of the run at a log step, one all-reduce: the first step any rank diverged at (-1 for
+    none) and the signal any rank was sent (None for none), so that every rank stops, checkpoints and records
+    divergence at the same step, whichever rank was signalled."""
+    never = torch.iinfo(torch.long).max
+    flags = torch.stack([torch.where(first_bad < 0, never, first_bad),
+                         torch.tensor(-(signum or 0), dtype=torch.long, device=device)])
+    dist.all_reduce(flags, op=dist.ReduceOp.MIN)
+    bad, sig = flags.tolist()
+    return torch.full((), -1 if bad == never else bad, dtype=torch.long, device=device), -sig or None
 
 
 class TrainClock:
@@ -383,7 +402,8 @@ def _progress_bar(start: int, total: int, enabled: bool):
 
 
 def _peak_memory_mb(device: torch.device) -> float:
-    """Peak tensor memory on CUDA; on CPU the process's peak resident set (includes Python and data)."""
+    """Peak tensor memory on CUDA since the run started; on CPU the process's peak resident set (includes Python
+    and data, and in a sweep the earlier runs': the kernel keeps no resettable peak)."""
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**20
     import resource

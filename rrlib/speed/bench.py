@@ -55,11 +55,10 @@ from ..runs.presets import resolve_run
 from ..runs.provenance import device_name, git_commit
 from ..version import __version__
 from .peaks import resolve_peak
-from .pricing import SIZE_ORDER, price_sweep
+from .pricing import PAPER_CSV, SIZE_ORDER, price_sweep
 from .timing import bench_size, cpu_step_clock, rule_option_sets, say
 
 SHARED = PROJECT_ROOT.parent / "shared"
-PAPER_CSV = SHARED / "reference" / "scaling_v8.csv"
 GPT2_DIR = SHARED / "data" / "gpt2"
 
 
@@ -120,7 +119,8 @@ TABLE_COLUMNS = [
     ("compiled/eager", "compiled_vs_eager", "{:.3f}"), ("mem vs default", "peak_memory_vs_default", "{:.3f}"),
     ("MFU", "mfu", "{:.1%}"), ("peak mem (MiB)", "peak_memory_bytes", lambda v: f"{v / 2**20:,.1f}"),
     ("eval/step", "eval_to_step", "{:.2f}"), ("compile (s)", "compile_s", "{:.1f}"),
-    ("warmup (s)", "warmup_s", "{:.1f}"), ("attention", "attention", "{}"), ("head", "head", "{}"),
+    ("warmup (s)", "warmup_s", "{:.1f}"), ("attention", "attention", "{}"),
+    ("not 16-byte aligned", "misaligned", lambda v: ", ".join(v) or "–"), ("head", "head", "{}"),
     ("tok/s vs plain", "tokens_per_s_vs_plain", "{:.3f}"),
 ]
 
@@ -161,7 +161,8 @@ def parse_args(argv):
     p.add_argument("--threads", type=int, default=None,
                    help="CPU threads (torch.set_num_threads); 1 is steadier on a machine shared with other jobs")
     p.add_argument("--measure-peak", action="store_true", help="time a matmul for the peak FLOP/s (CUDA)")
-    p.add_argument("--paper-csv", default=str(PAPER_CSV), help="the paper's runs, for the sweep's device-hours")
+    p.add_argument("--paper-csv", default=str(PAPER_CSV), help="the paper's runs, for the sweep's device-hours (default: the committed copy); '' prices nothing "
+                        "(scripts/gpu_bench.sh prices once from all its files, rrlib.speed.pricing)")
     p.add_argument("--tokenize", metavar="PATH", help="also time tokenising this text file and reloading it")
     p.add_argument("--gpt2-dir", default=str(GPT2_DIR), help="folder with GPT-2's encoder.json and vocab.bpe")
     p.add_argument("--out", default=None, help="result JSON; default outputs/bench/<device>-<sizes>.json")
@@ -216,22 +217,28 @@ def main(argv=None) -> int:
                              "held before it; none for a compiled step"),
         "results": [], "out_of_memory": [], "sweep": None, "tokenize": None,
     }
-    csv = Path(args.paper_csv)
+    csv = Path(args.paper_csv) if args.paper_csv else None
     if grid:
         say(f"{result['device']}, torch {torch.__version__}, precision {precision}, compile {args.compile}; "
              f"peak FLOP/s {'–' if peak_flops is None else f'{peak_flops / 1e12:.1f}T'} ({peak_source})")
-        if not csv.is_file():
+        if csv is not None and not csv.is_file():
             say(f"no paper CSV at {csv}: the sweep's device-hours are skipped (pass --paper-csv)")
+
+    def keep(rows):  # after a size's timed steps and again after its evaluation: a stop keeps what was timed
+        result["results"] = done + rows
+        if csv is not None and csv.is_file():
+            result["sweep"] = price_sweep(csv, result["results"], peak_flops)
+        save(out_path, result)
+
     for runs in grid:
+        done = list(result["results"])
         try:
-            result["results"] += bench_size(runs, device, precision, args, peak_flops)
+            bench_size(runs, device, precision, args, peak_flops, keep)
         except torch.cuda.OutOfMemoryError:  # one size too large for the device must not cost the others
             say(f"{runs[0].size}: out of device memory, skipped (a smaller --batch-size may fit)")
+            result["results"] = done
             result["out_of_memory"].append(runs[0].size)
             continue
-        if csv.is_file():
-            result["sweep"] = price_sweep(csv, result["results"], peak_flops)
-        save(out_path, result)  # after every size, so a stopped benchmark keeps what it finished
     if args.tokenize:
         result["tokenize"] = bench_tokenize(project_path(given_path(args.tokenize)), gpt2_dir)
     report = save(out_path, result)

@@ -1,15 +1,26 @@
 """The paper's sweep (its 42 runs) in device-hours at the benchmark's measured speed: a measured (size, variant)
 costs its runs' tokens ÷ tokens/s, another its training FLOPs ÷ (MFU × peak), with the MFU measured for that
-variant at the nearest measured size."""
+variant at the nearest measured size.
+
+    python -m rrlib.speed.pricing OUTDIR [--paper-csv CSV]
+
+prices the sweep once from every benchmark file in OUTDIR (``scripts/gpu_bench.sh`` measures each size in its
+own process), one price per (precision, compiled or eager) measured, into OUTDIR/sweep.json and sweep.md. The
+paper trained eager in TF32: that price is the paper's configuration; a bf16 one is what a bf16 sweep would cost.
+"""
 from __future__ import annotations
 
+import argparse
 import functools
+import json
+import sys
 from pathlib import Path
 
 import torch
 
 from ..model import GPT
-from ..runs.config import ConfigError
+from ..runs.checkpoints import write_json_atomic
+from ..runs.config import PROJECT_ROOT, ConfigError
 from ..runs.presets import resolve_run
 
 
@@ -21,6 +32,11 @@ SIZE_ORDER = list(PAPER_SIZES.values())
 
 
 PAPER_VARIANTS = {"review_neutral": "review"}
+
+
+# a copy of the paper's run table committed with the code (outputs/reference/README.md says where it is from), so
+# that a working tree copied to a GPU host without its surroundings can still price the sweep
+PAPER_CSV = PROJECT_ROOT / "outputs" / "reference" / "scaling_v8.csv"
 
 
 @functools.cache
@@ -75,3 +91,68 @@ def price_sweep(csv_path: Path, rows: list[dict], peak_flops) -> dict | None:
                                             "tokens_per_s": r["tokens_per_s"], "mfu": r["mfu"]}
                 for r in rows if r["size"] in SIZE_ORDER}
     return sweep_hours(paper_runs(csv_path), measured, peak_flops) if measured else None
+
+
+def merged_sweep(bench_files: list[Path], csv_path: Path) -> dict:
+    """The sweep priced once per (precision, compile) from the rows of all ``bench_files`` together.
+
+    Each file is one process of the benchmark; a size measured in two files of one (precision, compile) keeps
+    the later file's rows. The peak a price extrapolates with is the one its files' MFU divided by.
+    """
+    groups: dict[tuple, dict] = {}
+    for path in sorted(bench_files, key=lambda p: p.stat().st_mtime):
+        result = json.loads(path.read_text())
+        for row in result.get("results", []):
+            if row["size"] not in SIZE_ORDER or row.get("rule_options") or row.get("head") == "plain":
+                continue
+            key = row["precision"], bool(row["compile"])
+            group = groups.setdefault(key, {"rows": {}, "files": [], "peak_flops": result.get("peak_flops")})
+            group["rows"][row["size"], row["variant"]] = row
+            if path.name not in group["files"]:
+                group["files"].append(path.name)
+    prices = []
+    for (precision, compiled), group in sorted(groups.items()):
+        price = price_sweep(csv_path, list(group["rows"].values()), group["peak_flops"])
+        sizes = sorted({size for size, _ in group["rows"]}, key=SIZE_ORDER.index)
+        paper = precision == "tf32" and not compiled
+        prices.append({"label": f"{precision}, {'compiled' if compiled else 'eager'}"
+                                + (" (the paper's configuration)" if paper else ""),
+                       "precision": precision, "compile": compiled, "paper_configuration": paper,
+                       "measured_sizes": sizes, "files": group["files"], "peak_flops": group["peak_flops"], **price})
+    return {"paper_csv": csv_path.name, "prices": prices}
+
+
+def render_sweep(sweep: dict) -> str:
+    lines = [f"The paper's sweep priced from every benchmark file together ({sweep['paper_csv']}):", "",
+             "| measured as | sizes measured | measured runs (h) | FLOP-estimated runs (h) | total (h) | "
+             "paper reported (h) | not priced |", "|---|---|---|---|---|---|---|"]
+    for p in sweep["prices"]:
+        total = "–" if p["total_hours"] is None else f"{p['total_hours']:.1f}"
+        lines.append(f"| {p['label']} | {', '.join(p['measured_sizes'])} | {p['measured_hours']:.1f} | "
+                     f"{p['flop_estimated_hours']:.1f} | {total} | {p['paper_reported_hours']:.1f} | "
+                     f"{', '.join(sorted(set(p['unpriced_runs']))) or '–'} |")
+    if not sweep["prices"]:
+        lines.append("| no paper size measured | | | | | | |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m rrlib.speed.pricing", description=__doc__.splitlines()[0])
+    p.add_argument("outdir", help="a folder of benchmark JSON files (scripts/gpu_bench.sh's OUTDIR)")
+    p.add_argument("--paper-csv", default=str(PAPER_CSV), help="the paper's runs (default: the committed copy)")
+    args = p.parse_args(argv)
+    outdir, csv = Path(args.outdir), Path(args.paper_csv)
+    if not csv.is_file():
+        print(f"no paper CSV at {csv}; pass --paper-csv", file=sys.stderr)
+        return 2
+    files = [f for f in outdir.glob("*.json") if f.name != "sweep.json"]
+    sweep = merged_sweep(files, csv)
+    write_json_atomic(outdir / "sweep.json", sweep)
+    report = render_sweep(sweep)
+    (outdir / "sweep.md").write_text(report + "\n")
+    print(report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -13,7 +13,7 @@ from datetime import datetime
 import torch
 from torch.nn.attention import SDPBackend
 
-from ..model import GPT
+from ..model import GPT, sdpa_head_dim
 from ..rules import rule_class
 from ..runs.config import RunConfig
 from ..runs.device import autocast_factory
@@ -49,9 +49,11 @@ def attention_kernel(run: RunConfig, device: torch.device, precision: str) -> st
     """The SDPA kernel the dispatcher picks for this model's q, k, v (their shape, dtype and strides)."""
     cfg = run.model
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-    qkv = torch.empty(run.train.batch_size, cfg.seq_len, 3, cfg.n_heads, cfg.d_model // cfg.n_heads,
-                      device=device, dtype=dtype).permute(2, 0, 3, 1, 4)  # as Attention.forward slices it
-    return SDPBackend(torch._fused_sdp_choice(qkv[0], qkv[1], qkv[2], is_causal=True)).name.lower()
+    head_dim = sdpa_head_dim(cfg.d_model // cfg.n_heads, device.type)
+    qkv = torch.empty(run.train.batch_size, cfg.seq_len, 3, cfg.n_heads, head_dim,
+                      device=device, dtype=dtype).permute(2, 0, 3, 1, 4)  # as Attention.forward passes it
+    q, k, v = (t.contiguous() for t in qkv) if head_dim != cfg.d_model // cfg.n_heads else qkv  # F.pad copies
+    return SDPBackend(torch._fused_sdp_choice(q, k, v, is_causal=True)).name.lower()
 
 
 def build_case(run: RunConfig, device: torch.device, precision: str, plain_head: bool = False,
@@ -158,8 +160,11 @@ def rule_option_sets(variant: str, recompute: bool) -> list[dict]:
     return [{}, {"recompute": True}] if recompute and offers else [{}]
 
 
-def bench_size(runs: list[RunConfig], device, precision, args, peak_flops) -> list[dict]:
-    """Every variant of one size: build and warm up each in turn, then interleaved rounds of timed steps."""
+def bench_size(runs: list[RunConfig], device, precision, args, peak_flops, keep) -> list[dict]:
+    """Every variant of one size: build and warm up each in turn, then interleaved rounds of timed steps.
+
+    ``keep(rows)`` is called with the size's rows as soon as the steps are timed, and again once the evaluation
+    (which compiles more graphs under --compile) has been timed too: a stop in between keeps the step times."""
     autocast = autocast_factory(precision, device)
     torch.compiler.reset()  # a fresh compile cache per size, so each size's compile cost is its own
     cases = []
@@ -179,12 +184,25 @@ def bench_size(runs: list[RunConfig], device, precision, args, peak_flops) -> li
             case.times += timed_steps(case, args.steps, autocast, device)
     rows = []
     for case in cases:
-        rows.append(summarise(case, eval_seconds(case, args.steps, autocast, device), precision, peak_flops))
+        rows.append(summarise(case, None, precision, peak_flops))
         say(f"{case.run.size}/{case.run.variant}: step {rows[-1]['step_ms']:.1f} ms, "
              f"{rows[-1]['tokens_per_s']:,.0f} tokens/s"
              + ("" if not case.host_syncs else f"; {case.host_syncs} host syncs in the timed steps"))
     add_ratios(rows)
+    keep(rows)
+    for case, row in zip(cases, rows):
+        eval_s = eval_seconds(case, args.steps, autocast, device)
+        row.update(eval_ms=eval_s * 1e3, eval_to_step=eval_s * 1e3 / row["step_ms"])
+    keep(rows)
     return rows
+
+
+def misaligned(d_model: int, n_heads: int, precision: str) -> list[str]:
+    """The widths whose rows are not 16-byte aligned in ``precision`` (8 bf16 or 4 fp32 elements): their matmuls
+    and attention run slower kernels, which a comparison between rules would charge to the rule."""
+    per_16_bytes = 8 if precision == "bf16" else 4
+    widths = {"d_model": d_model, "head_dim": d_model // n_heads}
+    return [f"{name} {value}" for name, value in widths.items() if value % per_16_bytes]
 
 
 def summarise(case: Case, eval_s: float, precision: str, peak_flops: float | None) -> dict:
@@ -202,9 +220,9 @@ def summarise(case: Case, eval_s: float, precision: str, peak_flops: float | Non
         "step_ms_min": min(case.times) * 1e3, "step_ms_max": max(case.times) * 1e3, "tokens_per_s": tokens_per_s,
         "mfu": mfu(model.flops_per_token(), tokens_per_s, peak_flops), "peak_memory_bytes": case.peak_memory,
         "head": "plain" if case.plain_head else "padded, chunked loss", "first_step_s": case.first_step_s,
-        "compile_s": max(0.0, case.first_step_s - step_s), "warmup_s": case.warmup_s, "eval_ms": eval_s * 1e3,
-        "eval_to_step": eval_s / step_s,
-        "host_syncs": case.host_syncs,
+        "compile_s": max(0.0, case.first_step_s - step_s), "warmup_s": case.warmup_s, "eval_ms": None if eval_s is None else eval_s * 1e3,
+        "eval_to_step": None if eval_s is None else eval_s / step_s,
+        "host_syncs": case.host_syncs, "misaligned": misaligned(run.model.d_model, run.model.n_heads, precision),
     }
 
 
