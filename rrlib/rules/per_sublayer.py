@@ -1,13 +1,13 @@
 """The rules whose state is the residual stream h itself: each sublayer's update is committed to h by a formula.
 
-    standard        h + u                          the pre-norm residual
-    review          h + r ⊙ u,  r = σ(W_r [rms(h); rms(u)] + b_r)     the paper's method
-    review_convex   (1 − r) ⊙ h + r ⊙ u            the same gate, no identity path
-    highway         h + σ(W_g h + b) ⊙ u            the paper's Highway baseline
-    highway_convex  (1 − g) ⊙ h + g ⊙ u             the classic Highway layer
-    rezero          h + α·u                        one scalar per sublayer, 0 at init
-    layerscale      h + diag(λ)·u                  one vector per sublayer, small at init
-    scaled          h + ε·u                        a fixed 1/N loop scaling (looped models); scaled_loops: 1/√N
+    standard        h + u                     the pre-norm residual
+    review          h + r ⊙ u                 the paper's method, r = σ(W_r [rms(h); rms(u)] + b_r)
+    review_convex   (1 − r) ⊙ h + r ⊙ u       the same gate, no identity path
+    highway         h + g ⊙ u                 the paper's Highway baseline, g = σ(W_g h + b)
+    highway_convex  (1 − g) ⊙ h + g ⊙ u       the classic Highway layer
+    rezero          h + α·u                   one scalar per sublayer, 0 at init
+    layerscale      h + diag(λ)·u             one vector per sublayer, small at init
+    scaled          h + ε·u                   looped models: ε ∝ 1/N (scaled_loops: 1/√N), fixed
 """
 from __future__ import annotations
 
