@@ -145,7 +145,8 @@ r_all = {name: r.flatten() for name, r in zip(gates.sublayer_names(model), gates
 per_layer = pd.DataFrame({name: {"mean r": r.mean().item(), "sd r": r.std().item(),
                                  "p10": r.quantile(0.1).item(), "p90": r.quantile(0.9).item()}
                           for name, r in r_all.items()}).T
-tables.reader_table(per_layer, "01_gates_per_sublayer", figures_dir, formats=dict.fromkeys(per_layer, "{:.3f}"))
+tables.reader_table(per_layer, "01_gates_per_sublayer", figures_dir, formats=dict.fromkeys(per_layer, "{:.3f}"),
+                   digits=tables.SIGNIFICANT)
 
 # %%
 draw = torch.Generator().manual_seed(0)  # a fixed sample, so that a rebuilt figure is the same
@@ -176,7 +177,8 @@ plots.show_figure(fig, "01_gate_response", figures_dir)
 correlation = per_token.groupby("sublayer", sort=False)[["r_mean", "update_norm", "cosine"]].corr(method="spearman")
 correlation = correlation.xs("r_mean", level=1)[["update_norm", "cosine"]].rename(
     columns={"update_norm": "ρ(r, ‖u‖/‖h‖)", "cosine": "ρ(r, cos)"})
-tables.reader_table(correlation, "01_gate_correlation", figures_dir, formats=dict.fromkeys(correlation, "{:+.2f}"))
+tables.reader_table(correlation, "01_gate_correlation", figures_dir, formats=dict.fromkeys(correlation, "{:+.2f}"),
+                   digits=tables.SIGNIFICANT)
 
 # %% [markdown]
 # ## Exploring one gate
