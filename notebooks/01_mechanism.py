@@ -140,16 +140,18 @@ plots.show_figure(fig, "01_carry_product", figures_dir)
 model, run, folder = loading.trained_model(size, "review", 0, out_root, local_out_root)
 print(f"{run.size}/review/seed0: d_model {run.model.d_model}, {run.model.n_layers} blocks, "
       f"trained {run.train.steps} steps, {model.n_params() / 1e6:.2f}M parameters")
-per_token = gates.gate_table(model, x)
+per_token = tables.rounded(gates.gate_table(model, x))  # rounded as the CSVs are, so another CPU draws the same
 r_all = {name: r.flatten() for name, r in zip(gates.sublayer_names(model), gates.gate_activity(model, x))}
 per_layer = pd.DataFrame({name: {"mean r": r.mean().item(), "sd r": r.std().item(),
                                  "p10": r.quantile(0.1).item(), "p90": r.quantile(0.9).item()}
                           for name, r in r_all.items()}).T
-tables.reader_table(per_layer, "01_gates_per_sublayer", figures_dir, formats=dict.fromkeys(per_layer, "{:.3f}"))
+tables.reader_table(per_layer, "01_gates_per_sublayer", figures_dir, formats=dict.fromkeys(per_layer, "{:.3f}"),
+                   digits=tables.SIGNIFICANT)
 
 # %%
 draw = torch.Generator().manual_seed(0)  # a fixed sample, so that a rebuilt figure is the same
-sample = pd.concat([pd.DataFrame({"sublayer": name, "r": r[torch.randperm(len(r), generator=draw)[:20_000]].numpy()})
+sample = pd.concat([pd.DataFrame({"sublayer": name,
+                                  "r": tables.rounded(r[torch.randperm(len(r), generator=draw)[:20_000]])})
                     for name, r in r_all.items()])
 fig, ax = plt.subplots(figsize=(max(6, 0.7 * len(r_all)), 4))
 sns.violinplot(data=sample, x="sublayer", y="r", hue="sublayer", palette="Blues", inner="quartile", cut=0,
@@ -175,7 +177,8 @@ plots.show_figure(fig, "01_gate_response", figures_dir)
 correlation = per_token.groupby("sublayer", sort=False)[["r_mean", "update_norm", "cosine"]].corr(method="spearman")
 correlation = correlation.xs("r_mean", level=1)[["update_norm", "cosine"]].rename(
     columns={"update_norm": "ρ(r, ‖u‖/‖h‖)", "cosine": "ρ(r, cos)"})
-tables.reader_table(correlation, "01_gate_correlation", figures_dir, formats=dict.fromkeys(correlation, "{:+.2f}"))
+tables.reader_table(correlation, "01_gate_correlation", figures_dir, formats=dict.fromkeys(correlation, "{:+.2f}"),
+                   digits=tables.SIGNIFICANT)
 
 # %% [markdown]
 # ## Exploring one gate
@@ -234,7 +237,7 @@ fig, axes = plt.subplots(n_rows, n_cols, figsize=(3.4 * n_cols, 2.9 * n_rows + 0
 for i, (name, ax) in enumerate(zip(names, axes.flat)):
     h, u, _ = records[i]
     for scale, ls in zip(scales, ("-", "--", ":")):
-        r = gates.probe_gate(model, i, h[token], u[token], cosines, scale).mean(-1)
+        r = tables.rounded(gates.probe_gate(model, i, h[token], u[token], cosines, scale).mean(-1))
         ax.plot(cosines, r, ls=ls, lw=2, color=plots.color("review"), label=f"‖u‖/‖h‖ = {scale:g}")
     ax.axhline(0.5, color="grey", lw=0.8, ls=":")
     ax.set_title(name)

@@ -148,8 +148,9 @@ for L in depths:
             rows.append({"blocks": L, "sublayers": 2 * L, "variant": variant, "seed": seed,
                          "grad_norm": gates.position_grad_norm(model, *batch)})
 grads = pd.DataFrame(rows)
-grad_table = grads.pivot_table(index="sublayers", columns="variant", values="grad_norm")[variants]
-tables.reader_table(grad_table, "02_embedding_grad", figures_dir, formats=dict.fromkeys(variants, "{:.2e}"))
+grad_table = tables.rounded(grads.pivot_table(index="sublayers", columns="variant", values="grad_norm")[variants])
+tables.reader_table(grad_table, "02_embedding_grad", figures_dir, formats=dict.fromkeys(variants, "{:.2e}"),
+                   digits=tables.SIGNIFICANT)
 
 # %%
 fig, ax = plt.subplots(figsize=(7, 4.2))

@@ -1,7 +1,10 @@
 """The report's figure style and reader tables."""
+import base64
 import math
 
+import numpy as np
 import pandas as pd
+import pytest
 
 from rrlib.report import plots, tables
 from rrlib.rules import RULES
@@ -30,3 +33,25 @@ def test_reader_formatting():
     assert list(shown["tokens"]) == ["1,234,567", "3"]
     assert list(shown["name"]) == ["a", "–"]
     assert list(tables.formatted(df, {"loss": "{:.1f}"})["loss"]) == ["2.2", "2.3"]
+
+
+def test_rounded_keeps_five_significant_digits_and_every_integer_digit():
+    # the two builds of page 01's value on two CPUs (their 7th digit differs) round to the same number
+    assert tables.rounded(0.21880642067770198) == tables.rounded(0.2188063732566563) == 0.21881
+    assert tables.rounded(12345.678) == 12346.0 and tables.rounded(1234567.8) == 1234568.0
+    assert tables.rounded(-3.14159e-9) == -3.1416e-09 and tables.rounded(0.0) == 0.0
+    df = pd.DataFrame({"loss": [2.2418123456, math.nan], "n": [3, 4], "name": ["a", "b"]},
+                      index=pd.Index([0.333333333, 1.5], name="x"))
+    out = tables.rounded(df)
+    assert list(out["loss"].fillna(-1)) == [2.2418, -1] and list(out["n"]) == [3, 4] and list(out["name"]) == ["a", "b"]
+    assert list(out.index) == [0.33333, 1.5] and out.index.name == "x" and df["loss"].iloc[0] == 2.2418123456
+    assert tables.rounded(np.array([[1 / 3, 2 / 3]], dtype=np.float32)).tolist() == [[0.33333, 0.66667]]
+
+
+def test_plotly_figures_are_embedded_rounded():
+    go = pytest.importorskip("plotly.graph_objects")
+    fig = go.Figure(go.Scatter(x=np.array([1.0, 2.0]), y=np.array([0.21880642067770198, 1 / 3]),
+                               customdata=np.array([["mini", 0.0123456789]], dtype=object)))
+    trace = plots._rounded_tree(fig.to_dict())["data"][0]
+    assert np.frombuffer(base64.b64decode(trace["y"]["bdata"]), dtype=trace["y"]["dtype"]).tolist() == [0.21881, 0.33333]
+    assert trace["customdata"].tolist() == [["mini", 0.012346]]

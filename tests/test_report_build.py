@@ -149,3 +149,20 @@ def test_a_page_that_may_read_benchmarks_is_rebuilt_when_one_changes(tmp_path):
     (bench / "cpu-family.json").write_text('{"results": [{}]}')
     assert page_inputs(nb, {}, runs, None, csv) != first
     assert page_inputs(nb, {}, runs, "family", csv) == per_size  # a per-size page reads its runs only
+
+
+def test_index_neither_links_nor_shows_the_smoke_test_size(tmp_path):
+    from rrlib.report.index import write_index
+    (tmp_path / "figures").mkdir()
+    for stem in ("03_sweep_mini", "03_sweep_tiny"):
+        (tmp_path / f"{stem}.reader.html").write_text(f"<title>{stem}</title>", encoding="utf-8")
+    for stem in ("03_mini_final_loss", "03_tiny_final_loss", "01_gate_probe"):
+        (tmp_path / "figures" / f"{stem}.png").write_bytes(b"")
+    with_tiny = write_index(tmp_path, ["abstract"]).read_text(encoding="utf-8")
+    assert 'href="03_sweep_mini.reader.html"' in with_tiny and 'src="figures/03_mini_final_loss.png"' in with_tiny
+    assert 'src="figures/01_gate_probe.png"' in with_tiny and "<code>03_sweep_tiny.reader.html</code>" in with_tiny
+    assert 'href="03_sweep_tiny' not in with_tiny and "03_tiny_final_loss" not in with_tiny
+    # a fresh clone has neither the smoke test's page nor its figures: the same index
+    (tmp_path / "03_sweep_tiny.reader.html").unlink()
+    (tmp_path / "figures" / "03_tiny_final_loss.png").unlink()
+    assert write_index(tmp_path, ["abstract"]).read_text(encoding="utf-8") == with_tiny

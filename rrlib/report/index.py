@@ -85,12 +85,26 @@ def rendered_pages(out: Path) -> list[tuple[Notebook, str, str]]:
     return pages
 
 
+def _smoke_test_prefixes() -> tuple[str, ...]:
+    """The stems that start a smoke-test size's page and figures (03_sweep_tiny, 03_tiny_loss_curves)."""
+    return tuple(prefix for nb in NOTEBOOKS if nb.per_size for q in QUICK_SIZES
+                 for prefix in (f"{nb.name}_{q}", f"{nb.name.split('_')[0]}_{q}_"))
+
+
 def write_index(out: Path, paragraphs: list[str]) -> Path:
-    """``index.html``: abstract, the sections (reader's and full versions), the figures. No scripts."""
+    """``index.html``: abstract, the sections (reader's and full versions), the figures. No scripts.
+
+    The smoke-test size's page and figures are made by every build and not committed (.gitignore), so the index
+    names that page without linking it and shows none of its figures: the committed index is then the same
+    whether or not a build made them, and a fresh clone's has no broken link or image.
+    """
+    skipped = _smoke_test_prefixes()
     sections = [f'<li><a href="{stem}.reader.html">{html.escape(title)}</a>: {html.escape(nb.blurb)} '
                 f'<span class="alt">(<a href="{stem}.html">with code</a>)</span></li>'
-                for nb, stem, title in rendered_pages(out)]
-    figures = sorted((out / "figures").glob("*.png"))
+                for nb, stem, title in rendered_pages(out) if not stem.startswith(skipped)]
+    smoke = ", ".join(f"<code>{nb.name}_{q}.reader.html</code>" for nb in NOTEBOOKS if nb.per_size
+                      for q in QUICK_SIZES)
+    figures = [f for f in sorted((out / "figures").glob("*.png")) if not f.stem.startswith(skipped)]
     gallery = "\n".join(f'<a href="figures/{f.name}"><figure><img src="figures/{f.name}" alt="{f.stem}">'
                         f"<figcaption>{f.stem}</figcaption></figure></a>" for f in figures)
     body = "\n".join(f"<p>{html.escape(p)}</p>" for p in paragraphs)
@@ -119,7 +133,8 @@ figcaption {{ font-size: 0.8em; color: #555; }} a {{ color: #1f5fa8; }}
 <ol>
 {chr(10).join(sections)}
 </ol>
-<p class="alt">Each section links its reader's version; "with code" is the executed notebook.</p>
+<p class="alt">Each section links its reader's version; "with code" is the executed notebook. The smoke-test
+size's page ({smoke}) is made by every build beside this one and not kept in the repository.</p>
 <h2>Figures</h2>
 <div class="gallery">
 {gallery}

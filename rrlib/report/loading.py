@@ -116,7 +116,8 @@ def trained_model(size: str, variant: str = "review", seed: int = 0, out_root="o
 
 def heldout_batch(run: RunConfig, n_windows: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
     """The first ``n_windows`` windows of the run's fixed held-out set, read as the training code reads it."""
-    data = load_run_data(run)
+    with contextlib.redirect_stdout(sys.stderr):  # a first load's tokenising line is progress (a fresh clone's)
+        data = load_run_data(run)
     return next(iter(fixed_eval_windows(data.heldout, run.model.seq_len, batch_size=n_windows)))
 
 

@@ -7,12 +7,15 @@ as the image's alt text. Reading run folders lives in ``rrlib.report.loading``, 
 """
 from __future__ import annotations
 
+import base64
 import io
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+import numpy as np
 
 from ..runs.config import project_path
+from .tables import rounded
 
 # One colour and marker per residual rule, the same in every figure of the report. Families share a hue
 # (Review blues, Highway reds, the cross-depth rules warm and purple tones) and differ by marker, so the 14+
@@ -142,12 +145,30 @@ def show_plotly(fig) -> None:
     """Display a plotly figure as self-contained HTML: plotly.js is inlined once per kernel, never a CDN.
 
     Rendered notebooks then work offline, and the figure survives nbconvert as ordinary HTML. The div id is
-    numbered, not random, so that a rebuilt page is byte for byte the same.
+    numbered, not random, so that a rebuilt page is byte for byte the same, and every float in the figure (its
+    data and layout) is rounded by ``rrlib.report.tables.rounded``, so that another CPU's last digits stay out.
     """
+    import plotly.io as pio
     from IPython.display import HTML, display
 
     global _plotly_shown
-    html = fig.to_html(full_html=False, include_plotlyjs=_plotly_shown == 0, include_mathjax=False,
-                       default_width="100%", config={"displaylogo": False}, div_id=f"plotly-{_plotly_shown}")
+    html = pio.to_html(_rounded_tree(fig.to_dict()), validate=False, full_html=False,
+                       include_plotlyjs=_plotly_shown == 0, include_mathjax=False, default_width="100%",
+                       config={"displaylogo": False}, div_id=f"plotly-{_plotly_shown}")
     _plotly_shown += 1
     display(HTML(html))
+
+
+def _rounded_tree(node):
+    """A plotly figure's dict with every float rounded: numeric arrays come base64-encoded ({dtype, bdata}), others
+    as arrays of objects (customdata of mixed kinds)."""
+    if isinstance(node, dict) and set(node) >= {"dtype", "bdata"} and node["dtype"][:1] == "f":
+        values = np.frombuffer(base64.b64decode(node["bdata"]), dtype=node["dtype"])
+        return {**node, "bdata": base64.b64encode(rounded(values).astype(node["dtype"]).tobytes()).decode("ascii")}
+    if isinstance(node, dict):
+        return {key: _rounded_tree(value) for key, value in node.items()}
+    if isinstance(node, (list, tuple)):
+        return type(node)(_rounded_tree(value) for value in node)
+    if isinstance(node, np.ndarray) and node.dtype.kind == "O":
+        return np.array([_rounded_tree(value) for value in node.ravel().tolist()], dtype=object).reshape(node.shape)
+    return rounded(node)

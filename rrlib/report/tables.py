@@ -4,17 +4,54 @@ A results table has more columns than a page can show (17 in a sweep's). ``reade
 columns, formatted (p-values to two significant digits, booleans as ✓ and –, missing values as –), writes every
 column to ``<report>/tables/<name>.csv`` and links it, where ``<report>`` is the folder above ``figures_dir``
 (the page's own folder).
+
+What a page computes afresh (gate probes, gradients at initialisation) is rounded by ``rounded`` to
+``SIGNIFICANT`` significant digits (never into a number's integer part) in its CSV (``reader_table(digits=...)``)
+and in the data fed to its figures: a rebuild on another CPU (other SIMD kernels in ATen, BLAS or numpy) moves
+such values in their 7th-8th digit, and the rounding keeps that out of the committed files, unless a value lies
+within that much of a rounding boundary. Tables of committed results keep every digit: they are the same on any
+machine, and the README's tables, formatted from them, would otherwise round twice (2.1675047 to 2.1675 to 2.167).
 """
 from __future__ import annotations
 
 import math
 import re
+
+import numpy as np
 import pandas as pd
 
 from ..runs.config import project_path
 
 MISSING = "–"
+SIGNIFICANT = 5  # more than any page quotes; a 6th digit would flip on another CPU about 10x as often
 P_COLUMN = re.compile(r"^p$|_p$|^p_|^p \(|\bp$", re.I)  # p, welch_p, paired_p, p_holm, "p (Holm)", "Holm p"
+
+
+def round_significant(x: float, digits: int = SIGNIFICANT) -> float:
+    """``x`` to ``digits`` significant digits, but never rounded into its integer part (12345.6 to 12346)."""
+    if _missing(x) or x == 0 or not math.isfinite(x):
+        return x
+    return round(float(x), max(0, digits - 1 - math.floor(math.log10(abs(x)))))
+
+
+def rounded(data, digits: int = SIGNIFICANT):
+    """``data`` with every float rounded by ``round_significant``: a DataFrame (float columns and a float index), a
+    Series, a numpy array or a torch tensor (returned as a float64 numpy array), or one float."""
+    if isinstance(data, pd.DataFrame):
+        out = data.copy()
+        for column in out.columns[[pd.api.types.is_float_dtype(t) for t in out.dtypes]]:
+            out[column] = rounded(out[column], digits)
+        if pd.api.types.is_float_dtype(out.index):
+            out.index = pd.Index(rounded(out.index.to_numpy(), digits), name=out.index.name)
+        return out
+    if isinstance(data, pd.Series):
+        return data.map(lambda v: round_significant(v, digits)) if pd.api.types.is_float_dtype(data) else data
+    if hasattr(data, "detach"):  # a torch tensor, without importing torch here
+        data = data.detach().cpu().double().numpy()
+    if isinstance(data, np.ndarray):
+        return np.array([round_significant(v, digits) for v in data.ravel().tolist()],
+                        dtype=float).reshape(data.shape) if data.dtype.kind == "f" else data
+    return round_significant(data, digits) if isinstance(data, float) else data
 
 
 def fmt_p(p) -> str:
@@ -66,9 +103,10 @@ def formatted(df: pd.DataFrame, formats: dict | None = None) -> pd.DataFrame:
 
 
 def reader_table(df: pd.DataFrame, name: str, figures_dir=None, columns=None, formats: dict | None = None,
-                 rename: dict | None = None, index: bool = True, full: pd.DataFrame | None = None):
+                 rename: dict | None = None, index: bool = True, full: pd.DataFrame | None = None,
+                 digits: int | None = None):
     """Show ``df[columns]`` formatted for reading; with ``figures_dir``, write ``full`` (default: all of ``df``)
-    as CSV and link it.
+    as CSV (with ``digits``, rounded by ``rounded`` to that many significant digits) and link it.
 
     ``rename`` gives the shown columns their reader's names (with units). Returns the table and its link as one
     HTML output, whose ids come from ``name`` so that a rebuilt page is byte for byte the same.
@@ -82,9 +120,10 @@ def reader_table(df: pd.DataFrame, name: str, figures_dir=None, columns=None, fo
         folder = project_path(figures_dir).parent / "tables"
         folder.mkdir(parents=True, exist_ok=True)
         full = df if full is None else full
-        full.to_csv(folder / f"{name}.csv", index=index and full is df)
+        written = full if digits is None else rounded(full, digits)
+        written.to_csv(folder / f"{name}.csv", index=index and full is df)
         more = "the same table" if full is df and len(shown.columns) == len(df.columns) else \
             f"{len(full)} rows × {len(full.columns)} columns"
-        link = (f'<p class="rrlib-csv">Full table ({more}, unrounded): '
+        link = (f'<p class="rrlib-csv">Full table ({more}, {"unrounded" if digits is None else f"to {digits} significant digits"}): '
                 f'<a href="tables/{name}.csv">tables/{name}.csv</a></p>')
     return HTML((styler if index else styler.hide(axis="index")).to_html() + link)
