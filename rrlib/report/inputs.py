@@ -68,11 +68,12 @@ def cost_text(runs: list) -> str:
     """'12 runs (depth2: 3, ...), at least 2.1 h on this CPU' from their FLOP count and the CPU's measured speed."""
     from collections import Counter
 
-    from ..runs.device import cpu_matmul_flops, pick_device, training_flops
+    from ..runs.device import pick_device, training_flops
+    from ..runs.pace import matmul_peak
 
     by_size = ", ".join(f"{size}: {n}" for size, n in Counter(r.size for r in runs).items())
     flops = sum(training_flops(r) for r in runs)
-    seconds = flops / cpu_matmul_flops()
+    seconds = flops / matmul_peak(runs[0].data.cache_dir)  # the figure the CPU guard keeps: the same from call to call
     took = f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min" if seconds >= 60 else "seconds"
     where = (f"at least {took} on this CPU at its full matmul speed"
              if pick_device(runs[0].train.device).type == "cpu" else "on this GPU")

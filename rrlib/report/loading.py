@@ -31,7 +31,8 @@ def check_run_files(root: Path) -> int:
     met it would fail with a formatting error naming no file, or leave the run out unsaid). Returns how many
     run folders were read.
     """
-    folders = sorted({p.parent for depth in ("*/*/*", "*/*/*/*") for p in Path(root).glob(f"{depth}/seed*/result.json")})
+    found = (p.parent for depth in ("*/*/*", "*/*/*/*") for p in Path(root).glob(f"{depth}/seed*/result.json"))
+    folders = sorted(set(found))
     for folder in folders:
         fix = f"restore it from a copy, or move the folder {folder} out of {root} (a sweep's --move-aside does this)"
         read_result(folder, fix)

@@ -71,18 +71,22 @@ def join_process_group(device: torch.device, local_rank: int, world: int) -> tor
 
 @functools.cache
 def cpu_matmul_flops() -> float:
-    """Measured fp32 matmul FLOP/s of this CPU at its current threads: faster than training ever runs on it, and
-    as loaded as the machine is at the moment (rrlib.runs.pace keeps its first measurement)."""
+    """Measured fp32 matmul FLOP/s of this CPU at its current threads: faster than training ever runs on it.
+
+    Timed by the process's CPU time spread over its threads, not by the wall clock, so that other work on the
+    machine (which takes cores away, not speed from them) does not read as a slower CPU: on a shared machine the
+    wall clock varies several-fold from one call to the next.
+    """
     n, reps = 512, 4
     a, b = torch.randn(n, n), torch.randn(n, n)
     a @ b
     best = math.inf
-    for _ in range(3):
-        t0 = time.perf_counter()
+    for _ in range(5):
+        t0 = time.process_time()
         for _ in range(reps):
             a @ b
-        best = min(best, time.perf_counter() - t0)
-    return 2 * n ** 3 * reps / best
+        best = min(best, (time.process_time() - t0) / torch.get_num_threads())
+    return 2 * n ** 3 * reps / max(best, 1e-9)
 
 
 def training_flops(run: RunConfig) -> float:

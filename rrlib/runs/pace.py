@@ -56,6 +56,11 @@ def kept(store, key: str, measure) -> float:
     return table[key]
 
 
+def matmul_peak(cache_dir) -> float:
+    """This CPU's matmul FLOP/s at its current threads, as first measured here (kept in ``cache_dir``)."""
+    return kept(project_path(cache_dir) / PACE_FILE, f"{_machine()}: matmul FLOP/s by CPU time", cpu_matmul_flops)
+
+
 def _step_key(run: RunConfig) -> str:
     shape = {"model": run.model.__dict__, "micro_batch": run.train.micro_batch_size or run.train.batch_size,
              "batch": run.train.batch_size, "precision": resolve_precision(run.train.precision, torch.device("cpu"))}
@@ -100,10 +105,11 @@ def check_cpu_reach(runs: list[RunConfig], device: torch.device, allow_slow: boo
         return
     first = runs[0]
     store = project_path(first.data.cache_dir) / PACE_FILE
-    what = f"{first.size}/{first.variant}/seed{first.seed}" if len(runs) == 1 else f"these {len(runs)} {first.size} runs"
+    what = f"{first.size}/{first.variant}/seed{first.seed}" if len(runs) == 1 else \
+        f"these {len(runs)} {first.size} runs"
     way_out = "run on a GPU, or pass --allow-slow (RRLIB_ALLOW_SLOW=1 outside the command line) to start anyway"
     flops = sum(training_flops(r) for r in runs)
-    peak = kept(store, f"{_machine()}: matmul FLOP/s", cpu_matmul_flops)
+    peak = matmul_peak(first.data.cache_dir)
     floor_hours = flops / peak / 3600
     if floor_hours > BEYOND * CPU_REACH_HOURS:
         raise ConfigError(f"{what} would take at least {floor_hours:,.0f} hours on this CPU ({flops:.1e} training "

@@ -10,13 +10,18 @@ smaller pieces: only float rounding moves, and it is how a run that no longer fi
 ``warmup_frac``, ``tokens_per_param`` and the raw ``device``/``precision`` strings count through what they
 resolve to (``warmup_steps``, ``steps``, the device type and precision).
 
+The data's content is recorded beside the fingerprint, not in it: ``data_hash``, the SHA-256 of its tokens
+(rrlib.runs.token_cache). The fingerprints of the committed runs were computed with the data named by its file,
+and a run recorded without a hash is matched by that name alone (rrlib.runs.folders), so they still answer.
+
 The fingerprint is stored in ``config.json``, ``ckpt.pt`` and ``result.json``. A folder's identity is always
 recomputed from the settings its ``config.json`` records (a run written before fingerprints existed, or before
 a setting was added, reads with that setting's value of the time), so an older folder is compared, never
 rewritten.
 
-Reading. Each state file is read through one function here; a file that is there but cannot be read ends in
-one ``StateError`` sentence naming it and the way out, never in a parser's traceback.
+Reading. Each state file is read through one function here; a file that is there but cannot be read, or does
+not hold what rrlib writes (``RESULT_KEYS``, ``CONFIG_KEYS``: the keys and the kind of each), ends in one
+``StateError`` sentence naming it and the way out, never in a parser's traceback or a formatting error later.
 """
 from __future__ import annotations
 

@@ -58,6 +58,8 @@ def _tokenize_to_file(stories: Iterable[str], tokenizer: Tokenizer, path: Path, 
     except OSError as err:
         if disk_full(err):
             raise full_disk(path, err) from None
+        if err.filename and Path(err.filename) not in (tmp, path, _record_path(path)):  # reading the stories
+            raise DataError(f"cannot read {err.filename} ({err.strerror or err})") from None
         raise DataError(f"cannot write the token cache {path} ({err.strerror or err}); set data.cache_dir to a "
                         f"folder you can write") from None
     finally:

@@ -14,9 +14,11 @@ again continues bitwise-identically on CPU, its metrics log line for line (the o
 checkpoint). A NaN/inf loss ends the run with status ``diverged``. Starting a run that has a result does
 nothing. A file lock on the run folder keeps two processes from running one run.
 
-Identity: every file of the folder carries the run's fingerprint (rrlib.runs.runfiles); a folder that holds a
-run with other settings, finished or not, is never resumed or answered from, and every file is read guarded
-(rrlib.runs.folders). Device, precision and the CPU-reach guard are rrlib.runs.device's, the optimiser step
+Identity: every file of the folder carries the run's fingerprint and its data's hash (rrlib.runs.runfiles); a folder
+that holds a run with other settings or other data, finished or not, is never resumed or answered from, and every
+file is read guarded (rrlib.runs.folders). Before the folder gets a file, the settings have been checked
+(rrlib.runs.validate), the data's sizes against the run's windows (rrlib.runs.rundata), the folder and the run's
+pace on a CPU (rrlib.runs.pace). Device and precision are rrlib.runs.device's, the optimiser step
 rrlib.runs.optim's, what the files record of the code and machine rrlib.runs.provenance's.
 """
 from __future__ import annotations
