@@ -77,6 +77,7 @@ class TrainConfig:
     paper_eval_batches: int = 80
     fixed_eval_tokens: int = 262_144  # held-out tokens in the fixed evaluation (1024 windows of 256)
     keep_weights: str = "none"  # a finished run keeps its final weights: "none", "bf16" or "fp32" (rrlib.checkpoints)
+    init_from: str | None = None  # a finished run folder whose kept weights start this run ({seed}: this run's seed)
 
 
 @dataclass
@@ -151,6 +152,12 @@ def validate(model: ModelConfig, train: TrainConfig, data: DataConfig) -> None:
         raise ConfigError(f"unknown precision {train.precision!r}; valid precisions: {', '.join(PRECISIONS)}")
     if train.keep_weights not in KEEP_WEIGHTS:
         raise ConfigError(f"unknown keep_weights {train.keep_weights!r}; valid choices: {', '.join(KEEP_WEIGHTS)}")
+    if train.init_from is not None:
+        try:
+            train.init_from.format(seed=0)
+        except (KeyError, IndexError, ValueError):
+            raise ConfigError(f"train.init_from {train.init_from!r} may name only {{seed}}, e.g. "
+                              f"outputs/claims/family/standard/seed{{seed}}") from None
     sections = {"model": model, "train": train, "data": data}
     for (section, name), choices in SWITCH_CHOICES.items():
         value = getattr(sections[section], name)

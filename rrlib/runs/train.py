@@ -35,7 +35,8 @@ from torch.nn.parallel import DistributedDataParallel
 
 from .. import __version__
 from ..model import GPT
-from .checkpoints import CKPT_FILE, drop_checkpoint, keep_final, save_checkpoint, write_json_atomic
+from .checkpoints import (CKPT_FILE, drop_checkpoint, init_source, keep_final, save_checkpoint, start_from,
+                          write_json_atomic)
 from .config import ConfigError, RunConfig, project_path
 from .data import DataError, fixed_eval_windows, get_batch, load_token_data, paper_eval_windows
 from .device import autocast_factory, check_cpu_reach, dist_info, join_process_group, pick_device, resolve_precision
@@ -160,7 +161,10 @@ def _train(run, run_dir, device, rank, world, accum, stop, progress) -> dict:
     data = load_run_data(run)
 
     torch.manual_seed(run.seed)
-    model = GPT(run.model).to(device)
+    model = GPT(run.model)
+    if tc.init_from is not None:  # a resumed run's checkpoint replaces these weights below
+        start_from(init_source(run), model)
+    model = model.to(device)
     optimizer = make_optimizer(model, tc, device)
     identity = run_identity(run, device.type, precision)
     start_step, minutes_before = 0, 0.0
