@@ -62,19 +62,19 @@ def convert_overrides(size: str, claims_root: str = CLAIMS_ROOT, converted: bool
 
 def study_plan(size: str, seeds=None, claims_root: str = CLAIMS_ROOT, convert_root: str = CONVERT_ROOT) -> list[dict]:
     """Every sweep of the study, in the order it trains: what the conversion and the gate-halves test need
-    first, then the routing rules, then the rest of the family."""
+    first (the halves are compared with the family's committed Review, Highway and standard, which have the same
+    settings and seeds), then the rules the growth and routing claims name, then the rest of the family."""
     seeds = list(seeds if seeds is not None else SEEDS)
     family = load_preset(size).variants
-    first = [v for v in ("standard", "review", "highway") if v in family]
-    routed = [v for v in ROUTED if v in family]
+    named = [v for v in ("attnres", "delta_attnres", "mgr", "attnres_block", "delta_attnres_block") if v in family]
     sweep = lambda label, variants, overrides, root: dict(label=label, size=size, variants=variants, seeds=seeds,
                                                            overrides=overrides, out_root=root)
-    return [sweep("baselines", first, KEEP, claims_root),
+    return [sweep("conversion sources", ["standard"], KEEP, claims_root),
             sweep("gate halves", GATE_HALVES, KEEP, claims_root),
             sweep("conversion: continued", ["standard"], convert_overrides(size, claims_root), convert_root),
             sweep("conversion: converted", [CONVERTED], convert_overrides(size, claims_root, True), convert_root),
-            sweep("routing", routed, KEEP, claims_root),
-            sweep("the rest of the family", [v for v in family if v not in first + routed], KEEP, claims_root)]
+            sweep("the rules the growth and routing claims name", named, KEEP, claims_root),
+            sweep("the rest of the family", [v for v in family if v not in ["standard"] + named], KEEP, claims_root)]
 
 
 def run_study(size: str, seeds=None, claims_root: str = CLAIMS_ROOT, convert_root: str = CONVERT_ROOT,
