@@ -60,12 +60,14 @@ def convert_overrides(size: str, claims_root: str = CLAIMS_ROOT, converted: bool
     return {"train": train, **({"model": {"rule_options": dict(CONVERTED_OPTIONS)}} if converted else {})}
 
 
-def study_plan(size: str, seeds=None, claims_root: str = CLAIMS_ROOT, convert_root: str = CONVERT_ROOT) -> list[dict]:
+def study_plan(size: str, seeds=None, claims_root: str = CLAIMS_ROOT, convert_root: str = CONVERT_ROOT,
+               variants=None) -> list[dict]:
     """Every sweep of the study, in the order it trains: what the conversion and the gate-halves test need
     first (the halves are compared with the family's committed Review, Highway and standard, which have the same
-    settings and seeds), then the rules the growth and routing claims name, then the rest of the family."""
+    settings and seeds), then the rules the growth and routing claims name, then the rest of the family
+    (``variants``, default the preset's)."""
     seeds = list(seeds if seeds is not None else SEEDS)
-    family = load_preset(size).variants
+    family = list(variants or load_preset(size).variants)
     named = [v for v in ("attnres", "delta_attnres", "mgr", "attnres_block", "delta_attnres_block") if v in family]
     sweep = lambda label, variants, overrides, root: dict(label=label, size=size, variants=variants, seeds=seeds,
                                                            overrides=overrides, out_root=root)
@@ -78,9 +80,9 @@ def study_plan(size: str, seeds=None, claims_root: str = CLAIMS_ROOT, convert_ro
 
 
 def run_study(size: str, seeds=None, claims_root: str = CLAIMS_ROOT, convert_root: str = CONVERT_ROOT,
-              n_windows: int = PROBE_WINDOWS) -> None:
+              n_windows: int = PROBE_WINDOWS, variants=None) -> None:
     """Train what is missing (finished runs are skipped) and write every missing probe file, sweep by sweep."""
-    for sweep in (s for s in study_plan(size, seeds, claims_root, convert_root) if s["variants"]):
+    for sweep in (s for s in study_plan(size, seeds, claims_root, convert_root, variants) if s["variants"]):
         print(f"[claims] {sweep['label']}: {', '.join(sweep['variants'])}", file=sys.stderr, flush=True)
         quiet_sweep(sweep["size"], sweep["variants"], sweep["seeds"], sweep["overrides"], sweep["out_root"])
         write_probes(sweep["out_root"], size, sweep["variants"], sweep["seeds"], n_windows)
