@@ -57,11 +57,11 @@ if "google.colab" in sys.modules:
 # Four claims needed measurements no other page makes, so this page runs them (`rrlib.report.claims_study`,
 # `bash scripts/claims_study.sh`): the routing contrast of the depth-attention rules, the scale of what every
 # sublayer reads over depth, Review's gate fed only one of its two inputs, and a trained standard model converted
-# into Delta AttnRes. They run at `family` (d 64, 4 blocks, 300 steps, the family page's own size): on this
-# 2-core CPU, shared with a long study, a run takes two to four minutes, so the page's 48 runs fit in a few hours,
-# where `family_mini` (d 128, 600 steps) would take about four times as long; and at `family` every method already
-# has three committed seeds, which a retrained run reproduces, so the probes read the models the family page
-# compares.
+# into Delta AttnRes. They run at `family` (d 64, 4 blocks, 300 steps, the family page's own size), for two
+# reasons: on this 2-core CPU, shared with a long study, the page's runs then fit in a few hours, where
+# `family_mini` (d 128, 600 steps) costs several times the training FLOPs per run (both counted below, from the
+# committed results); and at `family` every method already has three committed seeds, which a retrained run
+# reproduces, so the probes read the very models the family page compares.
 
 # %% tags=["parameters"]
 out_root = "outputs/runs"  # the committed run folders (the depth ablation's and the family's results)
@@ -194,8 +194,8 @@ else:
 # sees the update u, not only the state h. `review_state_only` feeds the gate [rms(h); 0] and
 # `review_update_only` [0; rms(u)]: the same W_r ∈ R^{d×2d}, width, parameters and FLOPs as Review (the zeroed
 # half gets no gradient), trained at this page's size and seeds and read against the family's committed
-# Review, Highway and standard runs (the same settings and seeds; a retrained run reproduces its committed result,
-# as the line below checks). Gap =
+# Review, Highway and standard runs (the same settings and seeds; how closely a retrained run reproduces its
+# committed result, not bitwise across thread schedules, is measured in the line below). Gap =
 # variant − review on the fixed held-out set (positive: the full gate is better), paired by seed, Holm over the
 # four comparisons.
 
@@ -207,6 +207,14 @@ def finished(root, size):
 
 claims_runs, committed = finished(claims_root, claims_size), finished(out_root, claims_size)
 family_runs = finished(out_root, family_size)
+plan = claims_study.study_plan(claims_size, seeds, claims_root, convert_root, family)
+planned = sum(len(sweep["variants"]) * len(sweep["seeds"]) for sweep in plan)
+cost = {size: finished(out_root, size)["train_flops"].mean() for size in (claims_size, wide_size)
+        if size and len(finished(out_root, size))}
+print(f"This page's study: {planned} runs at {claims_size} ({len(claims_runs)} of its runs under {claims_root} finished"
+      + (f", {claims_runs['minutes'].mean():.1f} min of training each on average" if len(claims_runs) else "") + ")"
+      + (f"; a {wide_size} run costs {cost[wide_size] / cost[claims_size]:.1f}× a {claims_size} run's training FLOPs"
+         if len(cost) == 2 else "") + ".")
 # a retrained method reproduces its committed run (same settings, seeds and machine type): the halves are read
 # against the committed Review, Highway and standard
 if len(claims_runs) and len(committed):
