@@ -301,11 +301,12 @@ else:
         both = gaps_at(paper_tests, [size])
         effect, low, high, p = ledger.intersection(both["paired_gap"].to_numpy(), both["ci_low"].to_numpy(),
                                                    both["ci_high"].to_numpy(), both["p_holm"].to_numpy())
+        binding = both.loc[both["p_holm"].idxmax()]
         rows.append(ledger.row(
             "Review", f"(e) a significant gain over both baselines at {size}",
             f"the smaller of Review's paired gaps at {size} (vs " + ", ".join(
                 f"{b} {g:+.4f}, Holm {q:.2g}" for b, g, q in zip(both["baseline"], both["paired_gap"], both["p_holm"]))
-            + "); the larger Holm p",
+            + f"); the larger Holm p (vs {binding['baseline']}, detectable {binding['mde']:.4f})",
             ledger.directional(effect, p, alpha), link("04_statistics", "04_paper_tests"), effect, low, high))
     # the per-seed paired gaps at 1B against those at 590M: the growth of the gain, per baseline
     paper = stats.load_results(project_path(paper_csv))
@@ -337,8 +338,10 @@ else:
     rows.append(ledger.row(
         "Review", "(f) the benefit emerges and grows with scale",
         "slope of Review's gap on log10 size (nats per decade, the paper's 5 sizes, one point each), the smaller over "
-        "the two baselines (" + ", ".join(f"{b} {s:+.4f}, p {q:.2g}" for b, s, q in
-                                          zip(trend["baseline"], trend["slope_per_decade"], trend["p"])) + ")",
+        "the two baselines (" + ", ".join(
+            f"{b} {s:+.4f}, p {q:.2g}, detectable {ledger.detectable_coefficient(e, n - 2, alpha):.4f}"
+            for b, s, q, e, n in zip(trend["baseline"], trend["slope_per_decade"], trend["p"], trend["stderr"],
+                                     trend["n_sizes"])) + ")",
         ledger.directional(effect, p, alpha), link("04_statistics", "04_paper_trend"), effect, low, high))
 factors = page_table("06_gap_factors")
 if factors is None:
@@ -352,7 +355,9 @@ else:
     rows.append(ledger.row(
         "Review", "(f) the gain follows size, not the training budget",
         f"page 06: coefficient of log10 size in the gap's fit on size and tokens per parameter ({int(size_terms['n_cells'].iloc[0])} "
-        f"cells, fixed_loss), the smaller over the two baselines; tokens per parameter: " + ", ".join(
+        f"cells, fixed_loss), the smaller over the two baselines (detectable " + ", ".join(
+            f"{b} {ledger.detectable_coefficient(e, d, alpha):.3f}" for b, e, d in
+            zip(size_terms["baseline"], size_terms["stderr"], size_terms["df"])) + "); tokens per parameter: " + ", ".join(
             f"{b} {c:+.3f} [{lo:+.3f}, {hi:+.3f}]" for b, c, lo, hi in
             zip(tpp["baseline"], tpp["coef"], tpp["ci_low"], tpp["ci_high"])),
         ledger.directional(effect, p, alpha), link("06_size_vs_tokens", "06_gap_factors"), effect, low, high))

@@ -159,6 +159,8 @@ def test_the_verdict_rules():
     assert ledger.equivalence(-0.05, 0.01, 0.6) == "contradicted"
     assert ledger.equivalence(0.01, 0.5, 0.2) == "not at this scale"
     assert ledger.intersection([0.03, 0.01], [0.02, -0.01], [0.04, 0.03], [0.001, 0.2]) == (0.01, -0.01, 0.03, 0.2)
+    assert ledger.detectable_coefficient(0.01, 3) == pytest.approx(0.0416, abs=1e-4)  # (3.182 + 0.978) · SE
+    assert np.isnan(ledger.detectable_coefficient(0.01, 0))
     d = ledger.paired([0.01, 0.02, 0.03])
     assert d["effect"] == pytest.approx(0.02) and d["ci_low"] < 0.02 < d["ci_high"] and d["mde"] > 0
     with pytest.raises(ValueError, match="is none of supported, not at this scale, contradicted, untested"):

@@ -74,6 +74,15 @@ def paired(diffs, alpha: float = 0.05) -> dict:
             "mde": detectable_gap(d.std(ddof=1), n, alpha), "n": n}
 
 
+def detectable_coefficient(stderr: float, dof: float, alpha: float = 0.05, power: float = 0.8) -> float:
+    """The smallest regression coefficient a two-sided t-test on ``dof`` degrees of freedom detects with ``power``
+    at the standard error it met: (t_{1−α/2} + t_{power})·SE, the usual approximation (the noncentral t's
+    lower tail is neglected)."""
+    if not np.isfinite(stderr) or dof < 1:
+        return np.nan
+    return float((sps.t.ppf(1 - alpha / 2, dof) + sps.t.ppf(power, dof)) * stderr)
+
+
 def welch(a, b, alpha: float = 0.05) -> dict:
     """mean(a) − mean(b) for two independent groups, with Welch's t-interval and p."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
