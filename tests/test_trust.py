@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import rrlib.runs.train as train_module
+from rrlib.report import claims_study
 from rrlib.runs.config import ConfigError
 from rrlib.runs.folders import asked_identity, claimed
 from rrlib.runs.pace import check_cpu_reach
@@ -149,6 +150,8 @@ def test_every_committed_result_answers_done_already():
     for res in sorted(p for root in roots for p in root.glob("*/*/seed*/result.json")):
         root, size, variant, seed = res.parts[-5], res.parts[-4], res.parts[-3], int(res.parts[-2][4:])
         lr = {"train": {"lr": float(root[len("looped-lr"):])}} if root.startswith("looped-lr") else {}
+        if root == Path(claims_study.CONVERT_ROOT).name:  # notebook 07's fine-tuning runs: their own settings
+            lr = claims_study.convert_overrides(size, converted=variant == claims_study.CONVERTED)
         settled, done = claimed(resolve_run(size, variant, seed, lr, str(REPO / "outputs" / root)))
         assert done is not None and done["val_loss"] == json.loads(res.read_text())["val_loss"], res
         assert asked_identity(settled)["run"]["device_type"] in ("cpu", "cuda")

@@ -142,7 +142,7 @@ def main(argv=None) -> int:
             stem = f"{nb.name}_{size}" if size else nb.name
             parameters = {**common, **(nb.quick if args.quick else {}), **({"size": size} if size else {})}
             parameters = {k: v for k, v in parameters.items() if k in declared}
-            inputs = page_inputs(nb, parameters, runs, size, paper_csv)
+            inputs = page_inputs(nb, parameters, runs, size, paper_csv, out / "tables")
             if not args.force and built.get(stem) == inputs and (out / f"{stem}.reader.html").exists():
                 print(f"[report] {stem}: up to date (notebook, parameters and results unchanged)", flush=True)
                 continue
@@ -171,7 +171,7 @@ def main(argv=None) -> int:
                 built[stem] = inputs
                 write_inputs(out, built)
             print(f"[report] {stem}: done in {time.perf_counter() - t0:.0f} s", flush=True)
-    index = write_index(out, abstract(runs, sizes, paper_csv))
+    index = write_index(out, abstract(out / "tables"))
     if out == project_path("paper"):  # the committed report: the README's result tables follow its tables
         if readme.update(project_path("README.md"), out / "tables"):
             print("[report] README.md: result tables regenerated from paper/tables", flush=True)

@@ -8,11 +8,13 @@ from pathlib import Path
 from .notebooks import NOTEBOOK_DIR, QUICK_SIZES, SWEEPS, Notebook
 
 INPUTS = "inputs.json"  # in the report's folder: what each page was built from
-RUN_FILES = ("result.json", "metrics.jsonl", "config.json", "weights.pt")
+RUN_FILES = ("result.json", "metrics.jsonl", "config.json", "weights.pt", "probes.json", "conversion.json")
 
 
-def page_inputs(nb: Notebook, parameters: dict, runs: Path, size: str | None, paper_csv: Path) -> str:
-    """A fingerprint of what a page is built from: its notebook, its parameters, the run files it can read.
+def page_inputs(nb: Notebook, parameters: dict, runs: Path, size: str | None, paper_csv: Path,
+                tables: Path | None = None) -> str:
+    """A fingerprint of what a page is built from: its notebook, its parameters, the run files it can read, and
+    for a summary page (``nb.summary``) the other pages' tables in ``tables``.
 
     A per-size page reads its size's runs; the others may read any run beside ``runs`` (the looped sweep keeps
     its own roots there) except the smoke-test size, whose runs the main job trains afresh, and any benchmark
@@ -34,6 +36,12 @@ def page_inputs(nb: Notebook, parameters: dict, runs: Path, size: str | None, pa
     for path in files:
         digest.update(path.relative_to(root).as_posix().encode())
         digest.update(path.read_bytes())
+    own = nb.name.split("_")[0] + "_"
+    for path in sorted(tables.glob("*.csv")) if nb.summary and tables is not None else []:
+        # not its own tables, nor the smoke-test page's, which every clone makes afresh
+        if not path.name.startswith(own) and not any(f"_{s}_" in path.name for s in QUICK_SIZES):
+            digest.update(path.name.encode())
+            digest.update(path.read_bytes())
     return digest.hexdigest()
 
 

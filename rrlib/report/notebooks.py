@@ -19,6 +19,7 @@ class Notebook:
     per_size: bool = False  # executed once per size, with its parameter `size`
     quick: dict = field(default_factory=dict)  # parameters of a --quick build
     requires: str | None = None  # a size whose results a full build needs; without them it skips the notebook
+    summary: bool = False  # reads the other pages' tables: built after them, listed before them in the index
 
 
 # The report, in reading order: adding a notebook is one line.
@@ -43,6 +44,13 @@ NOTEBOOKS = (
     Notebook("06_size_vs_tokens", "Scale or undertraining: Review's gap over a grid of two model sizes × three "
              "token budgets, regressed on log size and log tokens per parameter, beside the paper's sizes.",
              quick={"grid_sizes": ["tiny"]}, requires="mini_steps1200"),
+    Notebook("07_claims", "The claims ledger: every headline claim of the five papers, its test here, effect, "
+             "interval and verdict, with the evidence it rests on.",
+             quick={"family_size": "tiny", "wide_size": None, "claims_size": "tiny", "seeds": [0, 1],
+                    "claims_variants": ["standard", "review", "attnres", "attnres_block", "delta_attnres",
+                                        "delta_attnres_block", "mgr"],
+                    "train_missing": True},
+             requires="family", summary=True),
 )
 QUICK_SIZES = ["tiny"]  # the smoke-test size: seconds on a CPU, so a build trains its missing runs unasked
 

@@ -150,7 +150,21 @@ def family_mini(tables: Path) -> str:
     return _family(tables, "family_mini")
 
 
-BUILDERS = {"depth": depth, "cpu_scale": cpu_scale, "recipe": recipe, "size_tokens": size_tokens,
+def claims(tables: Path) -> str:
+    """Page 07's ledger: one line per claim, its verdict, and its effect with the interval where it has one."""
+    df = _read(tables, "07_claims")
+
+    def effect(r):
+        if pd.isna(r["effect"]):
+            return "–"
+        interval = "" if pd.isna(r["ci_low"]) else " " + _interval(r["ci_low"], r["ci_high"], 3)
+        return _signed(r["effect"], 3) + interval
+
+    return _markdown(["paper", "claim", "verdict", "effect [95 %]"],
+                     [[r["paper"], r["claim"], f"**{r['verdict']}**", effect(r)] for _, r in df.iterrows()])
+
+
+BUILDERS = {"claims": claims, "depth": depth, "cpu_scale": cpu_scale, "recipe": recipe, "size_tokens": size_tokens,
             "family": family, "family_mini": family_mini, "paper_tests": paper_tests}
 
 

@@ -1,13 +1,14 @@
 """The rules whose state is the residual stream h itself: each sublayer's update is committed to h by a formula.
 
-    standard        h + u                     the pre-norm residual
-    review          h + r ⊙ u                 the paper's method, r = σ(W_r [rms(h); rms(u)] + b_r)
-    review_convex   (1 − r) ⊙ h + r ⊙ u       the same gate, no identity path
-    highway         h + g ⊙ u                 the paper's Highway baseline, g = σ(W_g h + b)
-    highway_convex  (1 − g) ⊙ h + g ⊙ u       the classic Highway layer
-    rezero          h + α·u                   one scalar per sublayer, 0 at init
-    layerscale      h + diag(λ)·u             one vector per sublayer, small at init
-    scaled          h + ε·u                   looped models: ε ∝ 1/N (scaled_loops: 1/√N), fixed
+    standard        h + u                          the pre-norm residual
+    review          h + r ⊙ u,  r = σ(W_r [rms(h); rms(u)] + b_r)     the paper's method
+    review_convex   (1 − r) ⊙ h + r ⊙ u            the same gate, no identity path
+    review_state_only, review_update_only   h + r ⊙ u with the gate fed only rms(h), or only rms(u)
+    highway         h + σ(W_g h + b) ⊙ u            the paper's Highway baseline
+    highway_convex  (1 − g) ⊙ h + g ⊙ u             the classic Highway layer
+    rezero          h + α·u                        one scalar per sublayer, 0 at init
+    layerscale      h + diag(λ)·u                  one vector per sublayer, small at init
+    scaled          h + ε·u                        a fixed 1/N loop scaling (looped models); scaled_loops: 1/√N
 """
 from __future__ import annotations
 
@@ -62,9 +63,12 @@ class _ReviewGate(ResidualRule):
     def gate(self, h, i, u):
         return self.review(*self.step_params(i), h, u)
 
+    def review(self, gate: nn.Linear, h, u):
+        return torch.sigmoid(gate(torch.cat(self.gate_inputs(h, u), dim=-1)))
+
     @staticmethod
-    def review(gate: nn.Linear, h, u):
-        return torch.sigmoid(gate(torch.cat([rms(h), rms(u)], dim=-1)))
+    def gate_inputs(h, u):
+        return [rms(h), rms(u)]
 
 
 @register("review")
@@ -80,6 +84,30 @@ class Review(_ReviewGate):
 
     def commit(self, h, u, gate):
         return h + self.review(gate, h, u) * u
+
+
+@register("review_state_only")
+class ReviewStateOnly(Review):
+    r"""Review with the gate fed only the state: r = σ(W_r [rms(h); 0] + b_r), the additive form.
+
+    The ablation of which half of the gate's input matters (the paper's claim: seeing the update is what sets
+    Review apart from Highway). The update's half of the input is zero, not removed, so the model is Review's in
+    every other respect: the same W_r ∈ R^{d×2d} (whose update columns, zero at init, get no gradient and stay
+    zero), the same width, parameter count and FLOP count, so parameter matching leaves its width at Review's.
+    """
+
+    @staticmethod
+    def gate_inputs(h, u):
+        return [rms(h), torch.zeros_like(u)]
+
+
+@register("review_update_only")
+class ReviewUpdateOnly(Review):
+    r"""Review with the gate fed only the update: r = σ(W_r [0; rms(u)] + b_r); otherwise ``review_state_only``."""
+
+    @staticmethod
+    def gate_inputs(h, u):
+        return [torch.zeros_like(h), rms(u)]
 
 
 @register("review_convex")

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from ..model import count_params
-from .config import KEEP_WEIGHTS
+from .config import KEEP_WEIGHTS, ConfigError, RunConfig, project_path
 from .disk import disk_full, full_disk
 from .presets import load_preset, resolve_run
 
@@ -82,6 +82,39 @@ def load_weights(run_dir: Path, model) -> None:
                                 f"--set train.keep_weights=bf16 or fp32 to keep them)")
     state = torch.load(path, map_location="cpu", weights_only=True)["model"]
     model.load_state_dict({k: v.to(model.state_dict()[k].dtype) for k, v in state.items()})
+
+
+def init_source(run: RunConfig) -> Path | None:
+    """The run folder ``train.init_from`` names for this run (``{seed}`` filled in), or None."""
+    template = run.train.init_from
+    return None if template is None else project_path(template.format(seed=run.seed))
+
+
+def start_from(source: Path, model) -> None:
+    """Start ``model`` from a finished run's kept weights: a trained model carried over into another rule.
+
+    Every tensor outside the residual rule (embeddings, sublayers, norms) comes from the source run and must
+    have the same shape here; the rule's own parameters keep the values its ``reset_parameters`` gave them, and
+    the source's rule parameters are not carried (another rule's gates mean nothing to this one). Whether the
+    model then computes what the source computed depends on the rule's init: a rule that starts as the standard
+    residual (``delta_attnres`` with ``identity_gate``) converts a ``standard`` run without changing a logit.
+    """
+    path = Path(source) / WEIGHTS_FILE
+    if not path.exists():
+        raise ConfigError(f"train.init_from names {source}, which holds no {WEIGHTS_FILE}: train that run with "
+                          f"--set train.keep_weights=fp32 first")
+    state = {k: v for k, v in torch.load(path, map_location="cpu", weights_only=True)["model"].items()
+             if not k.startswith("rule.")}
+    own = model.state_dict()
+    body = [k for k in own if not k.startswith("rule.")]
+    differ = [k for k in body if k not in state or state[k].shape != own[k].shape] + sorted(set(state) - set(own))
+    if differ:
+        k = differ[0]
+        there = tuple(state[k].shape) if k in state else "absent"
+        here = tuple(own[k].shape) if k in own else "absent"
+        raise ConfigError(f"train.init_from {source} cannot start this run: {len(differ)} tensors differ (e.g. {k}: "
+                          f"{there} there, {here} here); the two models need the same width, depth and vocabulary")
+    model.load_state_dict({**own, **{k: state[k].to(own[k].dtype) for k in body}})
 
 
 def weights_bytes(n_params: int, keep_weights: str) -> int:

@@ -94,6 +94,7 @@ class TrainConfig:
     paper_eval_batches: int = 80
     fixed_eval_tokens: int = 262_144  # held-out tokens in the fixed evaluation (1024 windows of 256)
     keep_weights: str = "none"  # a finished run keeps its final weights: "none", "bf16" or "fp32" (runs.checkpoints)
+    init_from: str | None = None  # a finished run folder whose kept weights start this run ({seed}: this run's seed)
 
 
 @dataclass

@@ -37,7 +37,8 @@ from torch.nn.parallel import DistributedDataParallel
 
 from ..model import GPT
 from ..version import __version__
-from .checkpoints import CKPT_FILE, drop_checkpoint, keep_final, save_checkpoint, write_json_atomic
+from .checkpoints import (CKPT_FILE, drop_checkpoint, init_source, keep_final, save_checkpoint, start_from,
+                          write_json_atomic)
 from .config import ConfigError, RunConfig, project_path  # noqa: F401 - project_path: the notebooks' import
 from .data import DataError, fixed_eval_windows, get_batch, paper_eval_windows
 from .device import autocast_factory, dist_info, join_process_group, pick_device, resolve_precision
@@ -184,7 +185,10 @@ def _train(run, run_dir, data, device, rank, world, accum, stop, progress) -> di
     if device.type == "cuda":  # peak_memory_MB is this run's, not the largest of a sweep's runs so far
         torch.cuda.reset_peak_memory_stats(device)
     torch.manual_seed(run.seed)
-    model = GPT(run.model).to(device)
+    model = GPT(run.model)
+    if tc.init_from is not None:  # a resumed run's checkpoint replaces these weights below
+        start_from(init_source(run), model)
+    model = model.to(device)
     optimizer = make_optimizer(model, tc, device)
     identity = run_identity(run, device.type, precision)
     start_step, minutes_before = 0, 0.0

@@ -106,6 +106,12 @@ def validate(model, train, data) -> None:
                           f"{model.seq_len + 1} tokens, got {train.fixed_eval_tokens!r}")
     _choice("train.precision", train.precision, PRECISIONS, "precisions")
     _choice("train.keep_weights", train.keep_weights, KEEP_WEIGHTS)
+    if train.init_from is not None:
+        try:
+            train.init_from.format(seed=0)
+        except (KeyError, IndexError, ValueError):
+            raise ConfigError(f"train.init_from {train.init_from!r} may name only {{seed}}, e.g. "
+                              f"outputs/claims/family/standard/seed{{seed}}") from None
     if not DEVICE_NAMES.fullmatch(train.device):
         raise ConfigError(f"unknown train.device {train.device!r}; valid devices: auto, cpu, cuda, cuda:<index>")
 

@@ -1,0 +1,108 @@
+"""Probing any trained model, whatever its rule: the scale of what each sublayer reads, and how sharply a
+depth-attention rule routes.
+
+The model always runs its own forward; the probes only watch it. ``read_scales`` wraps the model's two step
+functions (every sublayer's input passes through one of them) and the final norm's input (what the head reads);
+``routing_contrast`` wraps the softmax over depth of rrlib.rules.depth_mixing.attention for one pass, because
+the routing weights exist only inside a read and no rule keeps them.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import pandas as pd
+import torch
+
+from ..model import GPT
+from ..rules.depth_mixing import attention
+from .gates import sublayer_names
+
+
+def _rms(x: torch.Tensor) -> float:
+    """Mean over tokens of each token's RMS over channels."""
+    return x.float().pow(2).mean(-1).sqrt().mean().item()
+
+
+def read_scales(model: GPT, idx: torch.Tensor) -> pd.DataFrame:
+    """One row per sublayer application, then the head: the RMS of what it reads (``rule.read(state, i)``,
+    before its pre-norm; for the rules whose state is h, the residual stream itself) and of the update it
+    proposes. The head's row is the input of the final norm (``rule.end(state)``)."""
+    reads, updates = [], []
+    step_fn, proposal_fn = model.step_fn, model.proposal_fn
+
+    def watched_step(sub, rule, h, params):  # a rule that commits reads h itself
+        reads.append(_rms(h))
+        updates.append(_rms(sub(h)))
+        return step_fn(sub, rule, h, params)
+
+    def watched_proposal(sub, h):
+        u = proposal_fn(sub, h)
+        reads.append(_rms(h))
+        updates.append(_rms(u))
+        return u
+
+    head = []
+    hook = model.norm_f.register_forward_pre_hook(lambda module, args: head.append(_rms(args[0])))
+    model.step_fn, model.proposal_fn = watched_step, watched_proposal
+    try:
+        with torch.no_grad():
+            model(idx)
+    finally:
+        model.step_fn, model.proposal_fn = step_fn, proposal_fn
+        hook.remove()
+    names = sublayer_names(model)
+    return pd.DataFrame({"sublayer": names + ["head"], "index": range(len(names) + 1),
+                         "read_rms": reads + head, "update_rms": updates + [float("nan")]})
+
+
+@contextlib.contextmanager
+def _recorded_routing(records: list, step: list):
+    softmax_mix = attention.depth_attention
+
+    def recording(scores, values):
+        records.append((step[0], torch.stack(scores, -1).float().softmax(-1)))
+        return softmax_mix(scores, values)
+
+    attention.depth_attention = recording
+    try:
+        yield
+    finally:
+        attention.depth_attention = softmax_mix
+
+
+def routing_contrast(model: GPT, idx: torch.Tensor) -> pd.DataFrame:
+    """One row per read that routes over depth (every sublayer, and the head for the AttnRes forms): how many
+    sources it sees, the mean over tokens of its largest routing weight, and that weight's uniform value 1/S.
+
+    A read with a single source gives it weight 1 without a softmax, so its row says 1. Only the depth-attention
+    rules (``attnres``, ``attnres_block``, ``delta_attnres``, ``delta_attnres_block``) route this way.
+    """
+    rule = model.rule
+    if not hasattr(rule, "n_sources"):
+        raise ValueError(f"the {model.cfg.variant!r} rule does not route over depth; probe attnres, "
+                         "attnres_block, delta_attnres or delta_attnres_block")
+    records, step = [], [0]
+    read = rule.read
+
+    def watched_read(state, i):
+        step[0] = i
+        return read(state, i)
+
+    rule.read = watched_read  # an instance attribute shadows the method for this pass only (end() reads too)
+    try:
+        with _recorded_routing(records, step), torch.no_grad():
+            model(idx)
+    finally:
+        del rule.read
+    by_step = {i: w for i, w in records}
+    names = sublayer_names(model) + ["head"]
+    rows = []
+    for i, name in enumerate(names):
+        if name == "head" and i not in by_step:
+            continue  # Delta AttnRes's head reads h and routes nothing
+        weights = by_step.get(i)
+        n = weights.shape[-1] if weights is not None else 1
+        rows.append({"sublayer": name, "index": i, "n_sources": n,
+                     "max_weight": weights.max(-1).values.mean().item() if weights is not None else 1.0,
+                     "uniform": 1.0 / n})
+    return pd.DataFrame(rows)
