@@ -216,7 +216,7 @@ plots.show_figure(fig, "05_family_loss", figures_dir)
 # ## At mini's width
 #
 # The same methods, seeds and recipe at `mini`'s width (d = 128 for Review, 600 steps; preset `family_mini`),
-# read from finished runs (`SIZE=family_mini LRS= bash scripts/family_study.sh` trains them). Side by side with
+# read from finished runs (`SIZE=family_mini bash scripts/family_study.sh` trains them). Side by side with
 # the comparison above: does a method's gap against standard hold, grow or vanish when the model is wider and
 # trained longer?
 
@@ -229,7 +229,7 @@ if wide_size is not None:
         wide = with_bench(family_summary(wide_table, variants), wide_size)
         show_summary(wide, f"05_{wide_size}_summary")
     else:
-        print(f"No finished {wide_size} runs under {out_root}; `SIZE={wide_size} LRS= bash scripts/family_study.sh` "
+        print(f"No finished {wide_size} runs under {out_root}; `SIZE={wide_size} bash scripts/family_study.sh` "
               "trains them.")
 
 # %%

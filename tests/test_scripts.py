@@ -1,5 +1,5 @@
-"""scripts/family_study.sh and scripts/study.sh: which sweeps they start (through scripts/run_sweeps.sh), and
-that the looped ones land where notebook 05 reads them.
+"""scripts/family_study.sh, scripts/study.sh and scripts/recipe_ablation.sh: which sweeps they start (through
+scripts/run_sweeps.sh), and that they land where the notebooks read them.
 
 A stub ``python3`` on PATH records each call instead of training, so these tests take milliseconds.
 """
@@ -43,42 +43,24 @@ def run_script(tmp_path, env_extra: dict, *args, fail_on: str = "", script: Path
     return sorted(line.split() for line in lines), done.stdout
 
 
-def test_default_grid_is_the_family_shards_and_the_notebooks_looped_sweep(tmp_path):
+def test_default_grid_is_the_family_shards_notebook_05_reads(tmp_path):
     calls, _ = run_script(tmp_path, {"JOBS": "2"}, "--device", "cpu")
     params = notebook_parameters("05_related_methods")
-    expected = [["-m", "rrlib", "sweep", "--size", params["size"], "--shard", f"{k}/2", "--device", "cpu"]
-                for k in range(2)]
-    from rrlib.runs.presets import load_preset
-
-    seeds = params["loop_seeds"] or load_preset(f"{params['loop_size']}1").seeds
-    for seed in seeds:
-        for lr in params["lrs"]:
-            for n in params["loops"]:
-                # the notebook reads looped runs from <out_root's parent>/looped/lr{lr:g}
-                out = str(Path(params["out_root"]).parent / "looped" / f"lr{lr:g}")
-                expected.append(["-m", "rrlib", "sweep", "--size", f"{params['loop_size']}{n}", "--seeds",
-                                 str(seed), "--lr", f"{lr:g}", "--out", out, "--device", "cpu"])
-    assert calls == sorted(expected)
-
-
-def test_empty_size_runs_only_the_looped_sweep(tmp_path):
-    calls, _ = run_script(tmp_path, {"SIZE": "", "LRS": "0.01", "LOOPS": "2", "LOOP_SEEDS": "1"})
-    assert calls == [["-m", "rrlib", "sweep", "--size", "looped2", "--seeds", "1", "--lr", "0.01", "--out",
-                      "outputs/looped/lr0.01"]]
+    assert calls == [["-m", "rrlib", "sweep", "--size", params["size"], "--shard", f"{k}/2", "--device", "cpu"]
+                     for k in range(2)]
 
 
 @pytest.mark.parametrize("jobs", ["1", "3"])
 def test_shards_follow_jobs(tmp_path, jobs):
-    calls, _ = run_script(tmp_path, {"JOBS": jobs, "SIZE": "mini", "LRS": "", "LOOPS": ""})
+    calls, _ = run_script(tmp_path, {"JOBS": jobs, "SIZE": "mini"})
     assert [c[c.index("--shard") + 1] for c in calls] == [f"{k}/{jobs}" for k in range(int(jobs))]
 
 
 def test_a_failed_sweep_is_reported_with_its_log_and_the_others_still_run(tmp_path):
-    calls, out = run_script(tmp_path, {"SIZE": "", "LRS": "0.001 0.003", "LOOPS": "1", "LOOP_SEEDS": "0"},
-                            fail_on="0.001")
+    calls, out = run_script(tmp_path, {"JOBS": "2", "SIZE": "mini"}, fail_on="0/2")
     assert len(calls) == 2
-    assert f"looped1-lr0.001-seed0 FAILED ({tmp_path / 'logs' / 'looped1-lr0.001-seed0.log'})" in out
-    assert "looped1-lr0.003-seed0 done" in out
+    assert f"mini-0 FAILED ({tmp_path / 'logs' / 'mini-0.log'})" in out
+    assert "mini-1 done" in out
 
 
 def test_study_runs_one_sweep_per_size_with_the_extra_arguments(tmp_path):
