@@ -180,3 +180,23 @@ def test_the_abstract_states_each_finding_from_the_tables_and_leaves_out_missing
                         "method beats the standard residual, and rezero (-0.200 nats, Holm p 0.01) is worse; the "
                         "design detects gaps of 0.030–0.050 nats.")
     assert "still running; no verdict yet" in lines[2]
+
+
+def test_the_ledgers_run_roots_count_for_its_page_only(tmp_path):
+    from rrlib.report.inputs import page_inputs
+    from rrlib.report.notebooks import NOTEBOOKS
+
+    by_name = {nb.name: nb for nb in NOTEBOOKS}
+    runs = tmp_path / "outputs" / "runs"
+    (runs / "family" / "standard" / "seed0").mkdir(parents=True)
+    (runs / "family" / "standard" / "seed0" / "result.json").write_text("{}")
+    before = {name: page_inputs(by_name[name], {}, runs, None, tmp_path / "none.csv")
+              for name in ("05_related_methods", "07_claims")}
+    probe = tmp_path / "outputs" / "claims" / "family" / "attnres" / "seed0"
+    probe.mkdir(parents=True)
+    (probe / "probes.json").write_text("{}")
+    after = {name: page_inputs(by_name[name], {}, runs, None, tmp_path / "none.csv")
+             for name in ("05_related_methods", "07_claims")}
+    assert after["05_related_methods"] == before["05_related_methods"]
+    assert after["07_claims"] != before["07_claims"]
+    assert [nb.name for nb in sorted(NOTEBOOKS, key=lambda nb: not nb.summary)][0] == "07_claims"

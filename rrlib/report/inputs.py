@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .notebooks import NOTEBOOK_DIR, QUICK_SIZES, SWEEPS, Notebook
+from .notebooks import NOTEBOOK_DIR, NOTEBOOKS, QUICK_SIZES, SWEEPS, Notebook
 
 INPUTS = "inputs.json"  # in the report's folder: what each page was built from
 RUN_FILES = ("result.json", "metrics.jsonl", "config.json", "weights.pt", "probes.json", "conversion.json")
@@ -17,7 +17,8 @@ def page_inputs(nb: Notebook, parameters: dict, runs: Path, size: str | None, pa
     for a summary page (``nb.summary``) the other pages' tables in ``tables``.
 
     A per-size page reads its size's runs; the others may read any run beside ``runs`` (the looped sweep keeps
-    its own roots there) except the smoke-test size, whose runs the main job trains afresh, and any benchmark
+    its own roots there) except the smoke-test size, whose runs the main job trains afresh, and another page's
+    ``own_roots``, and any benchmark
     result (``outputs/bench/*.json``: notebook 05 shows the family's measured speed and memory). The library's
     own code is not part of it: after a change there, ``--force`` rebuilds every page.
     """
@@ -28,7 +29,8 @@ def page_inputs(nb: Notebook, parameters: dict, runs: Path, size: str | None, pa
     if paper_csv.exists():
         digest.update(paper_csv.read_bytes())
     root = runs / size if size else runs.parent
-    skipped = [] if size else [runs / s for s in QUICK_SIZES]
+    skipped = [] if size else [runs / s for s in QUICK_SIZES] + [
+        runs.parent / r for other in NOTEBOOKS if other.name != nb.name for r in other.own_roots]
     bench = runs.parent / "bench"
     files = sorted(p for p in root.rglob("*")
                    if (p.name in RUN_FILES or not size and p.parent == bench and p.suffix == ".json")

@@ -20,6 +20,7 @@ class Notebook:
     quick: dict = field(default_factory=dict)  # parameters of a --quick build
     requires: str | None = None  # a size whose results a full build needs; without them it skips the notebook
     summary: bool = False  # reads the other pages' tables: built after them, listed before them in the index
+    own_roots: tuple = ()  # run roots beside the runs' (outputs/<root>) that only this page reads
 
 
 # The report, in reading order: adding a notebook is one line.
@@ -50,7 +51,7 @@ NOTEBOOKS = (
                     "claims_variants": ["standard", "review", "attnres", "attnres_block", "delta_attnres",
                                         "delta_attnres_block", "mgr"],
                     "train_missing": True},
-             requires="family", summary=True),
+             requires="family", summary=True, own_roots=("claims", "convert")),
 )
 QUICK_SIZES = ["tiny"]  # the smoke-test size: seconds on a CPU, so a build trains its missing runs unasked
 

@@ -164,8 +164,8 @@ def claims(tables: Path) -> str:
                      [[r["paper"], r["claim"], f"**{r['verdict']}**", effect(r)] for _, r in df.iterrows()])
 
 
-BUILDERS = {"claims": claims, "depth": depth, "cpu_scale": cpu_scale, "recipe": recipe, "size_tokens": size_tokens,
-            "family": family, "family_mini": family_mini, "paper_tests": paper_tests}
+BUILDERS = {"depth": depth, "cpu_scale": cpu_scale, "recipe": recipe, "size_tokens": size_tokens,
+            "family": family, "family_mini": family_mini, "paper_tests": paper_tests, "claims": claims}
 
 
 def render(text: str, tables: Path) -> str:
