@@ -13,11 +13,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from .tables import fmt_p as _p  # the pages' p-value format: two significant digits, – when missing
+
 BLOCK = re.compile(r"(<!-- rrlib:(?P<name>[a-z0-9_]+) -->\n)(?P<body>.*?)(<!-- /rrlib:(?P=name) -->)", re.S)
-
-
-def _p(p) -> str:
-    return "–" if pd.isna(p) else f"{p:.2g}"
 
 
 def _signed(x, digits: int = 4) -> str:
