@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 import torch
 
+import rrlib.runs.pace as pace
 import rrlib.runs.train as train_module
 from rrlib.report import claims_study
 from rrlib.runs.config import ConfigError
+from rrlib.runs.device import training_flops
 from rrlib.runs.folders import asked_identity, claimed
 from rrlib.runs.pace import check_cpu_reach
 from rrlib.runs.presets import available_sizes, load_preset, resolve_run
@@ -236,7 +238,8 @@ def test_sweep_goes_on_past_bad_cells_and_ends_with_a_summary(tmp_path):
     (["train", "--set", "model.n_heads=true"], "model.n_heads must be a whole number, got True"),
     (["train", "--set", "train.lr=["], "bad --set value"),
     (["train", "--lr", "fast"], "argument --lr: invalid float value: 'fast'"),
-    (["train", "--size", "60m", "--device", "cpu"], "would take at least"),
+    # 1b: far beyond any CPU's reach whatever its measured peak (60m sits near the floor on a fast one)
+    (["train", "--size", "1b", "--device", "cpu"], "hours on this CPU"),
     (["sweep", "--size", "60m", "--device", "cpu"], "pass --allow-slow"),
 ])
 def test_bad_input_is_one_sentence_exit_2_and_leaves_nothing(tmp_path, args, message):
@@ -287,10 +290,15 @@ def test_a_malformed_preset_names_its_line_and_breaks_no_other_size(tmp_path):
 
 
 def test_cpu_guard_estimates_and_can_be_insisted_on(monkeypatch):
+    # The FLOP floor is the run's FLOPs at the CPU's measured peak; a fixed peak keeps the test off the
+    # machine it runs on (60m at 2 threads sits near the floor's threshold on a fast CPU).
+    monkeypatch.setattr(pace, "matmul_peak", lambda cache_dir: 50e9)
+    monkeypatch.setattr(pace, "time_step", lambda run: pytest.fail("no step is timed beyond the floor"))
     run = resolve_run("60m", "review", 0)
     cpu = torch.device("cpu")
-    with pytest.raises(ConfigError, match=r"60m/review/seed0 would take at least [\d,]+ hours on this CPU \("
-                                          r"[\d.]+e\+\d+ training FLOPs"):
+    hours = training_flops(run) / 50e9 / 3600
+    with pytest.raises(ConfigError, match=rf"60m/review/seed0 would take at least {hours:,.0f} hours on this CPU \("
+                                          r"4\.8e\+16 training FLOPs at its matmul peak of 50 GFLOP/s"):
         check_cpu_reach([run], cpu)
     check_cpu_reach([run], cpu, allow_slow=True)
     monkeypatch.setenv("RRLIB_ALLOW_SLOW", "1")
