@@ -315,3 +315,22 @@ def test_padded_attention_heads_equal_the_unpadded_ones(monkeypatch):
     assert [real(h, "cuda") for h in (64, 69, 71, 96, 103, 111)] == [64, 72, 72, 96, 104, 112]
     monkeypatch.setattr(model, "sdpa_head_dim", lambda hd, device_type: real(hd, "cuda"))  # CUDA's padding
     torch.testing.assert_close(attn(x), plain, rtol=1e-5, atol=1e-6)
+
+
+def test_a_run_records_the_attention_kernel_its_shapes_get(tmp_path):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from rrlib.runs.provenance import attention_kernel
+
+    train_run(resolve_run("tiny", "review", 0, {"train": FAST}, str(tmp_path)), progress=False)
+    recorded = json.loads((tmp_path / "tiny" / "review" / "seed0" / "config.json").read_text())["attention"]
+    assert recorded.upper() in SDPBackend.__members__, recorded
+    # the kernel named is one that takes these shapes: attention restricted to it is the dispatcher's own choice
+    cfg = resolve_run("tiny", "review", 0).model
+    assert attention_kernel(cfg, 2, torch.device("cpu"), "fp32") == recorded
+    torch.manual_seed(0)
+    attn, x = GPT(cfg).sublayers[0].fn, torch.randn(2, cfg.seq_len, cfg.d_model)
+    with torch.no_grad(), sdpa_kernel([SDPBackend.__members__[recorded.upper()]]):
+        only = attn(x)
+    with torch.no_grad():
+        assert torch.equal(attn(x), only)  # the same kernel on the same shapes: the same bits

@@ -1,5 +1,6 @@
 """What produced a run, as its files record it: the code's commit (marked when tracked code had changed), the
-command that started it, its device and attention kernel; never a path of the machine it ran on."""
+command that started it, its device and the attention kernel it uses;
+never a path of the machine it ran on."""
 from __future__ import annotations
 
 import os
@@ -9,7 +10,9 @@ import sys
 from pathlib import Path
 
 import torch
+from torch.nn.attention import SDPBackend
 
+from ..model import sdpa_head_dim
 from .config import PROJECT_ROOT
 
 
@@ -47,10 +50,14 @@ def device_name(device: torch.device) -> str:
     return f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
 
 
-def attention_backend(device: torch.device) -> str:
-    if device.type != "cuda":
-        return "sdpa (cpu)"
-    b = torch.backends.cuda
-    enabled = [n for n, on in (("flash", b.flash_sdp_enabled()), ("mem_efficient", b.mem_efficient_sdp_enabled()),
-                               ("math", b.math_sdp_enabled())) if on]
-    return "sdpa (" + ", ".join(enabled) + ")"
+def attention_kernel(model_cfg, batch: int, device: torch.device, precision: str) -> str:
+    """The SDPA kernel the dispatcher picks for this model's q, k, v (their shape, dtype and strides), e.g.
+    "flash_attention" or "math": the kernel a run's attention uses, not merely the backends it allows (a head dim
+    the fast kernels cannot take falls back to math, which keeps the T x T matrix in fp32)."""
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    head_dim = sdpa_head_dim(model_cfg.d_model // model_cfg.n_heads, device.type)
+    qkv = torch.empty(batch, model_cfg.seq_len, 3, model_cfg.n_heads, head_dim,
+                      device=device, dtype=dtype).permute(2, 0, 3, 1, 4)  # as Attention.forward passes it
+    padded = head_dim != model_cfg.d_model // model_cfg.n_heads
+    q, k, v = (t.contiguous() for t in qkv) if padded else qkv  # F.pad returns contiguous copies
+    return SDPBackend(torch._fused_sdp_choice(q, k, v, is_causal=True)).name.lower()

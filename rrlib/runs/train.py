@@ -2,7 +2,8 @@
 
 The run folder ``<out_root>/<size>/<variant>/seed<k>/`` holds:
 
-    config.json     the resolved config, git commit, library/torch versions, device, precision
+    config.json     the resolved config, git commit, library/torch versions, device, precision,
+                    the attention kernel its shapes get (e.g. flash_attention or math)
     metrics.jsonl   one line per logged step (loss, lr, grad norm, tokens/s) and per periodic evaluation
     ckpt.pt         while it runs: the latest checkpoint (model, optimizer, step, minutes); written atomically
     result.json     written once, atomically, when the run ends (status finished or diverged); ckpt.pt then goes
@@ -47,7 +48,7 @@ from .evaluate import evaluate
 from .folders import claimed, run_lock, writable_folder
 from .optim import lr_at, make_optimizer, optimizer_step
 from .pace import check_cpu_reach
-from .provenance import attention_backend, command_line, device_name, git_commit
+from .provenance import attention_kernel, command_line, device_name, git_commit
 from .rundata import checked_run_data, load_run_data  # noqa: F401 - load_run_data: the notebooks' import
 from .runfiles import DATA_HASH, fingerprint, read_checkpoint, run_identity, truncate_metrics
 
@@ -208,7 +209,8 @@ def _train(run, run_dir, data, device, rank, world, accum, stop, progress) -> di
         "config": run.to_dict(), "git_commit": git_commit(), "rrlib_version": __version__,
         "torch_version": torch.__version__, "python": platform.python_version(), "device": device_name(device),
         "precision": precision, "compile": tc.compile, "world_size": world, "grad_accum_steps": accum,
-        "attention": attention_backend(device), "data_source": data.source, "command": command_line(),
+        "attention": attention_kernel(run.model, tc.micro_batch_size or tc.batch_size // world, device, precision),
+        "data_source": data.source, "command": command_line(),
         "device_type": device.type, "fingerprint": fingerprint(identity), DATA_HASH: data.content_hash,
     }
     if rank == 0:

@@ -11,12 +11,12 @@ import warnings
 from datetime import datetime
 
 import torch
-from torch.nn.attention import SDPBackend
 
-from ..model import GPT, sdpa_head_dim
+from ..model import GPT
 from ..rules import rule_class
 from ..runs.config import RunConfig
 from ..runs.device import autocast_factory
+from ..runs.provenance import attention_kernel
 from ..runs.evaluate import evaluate
 from ..runs.optim import lr_at, make_optimizer, optimizer_step
 from .memory import peak_tensor_bytes
@@ -45,17 +45,6 @@ class Case:
     times: list = dataclasses.field(default_factory=list)
 
 
-def attention_kernel(run: RunConfig, device: torch.device, precision: str) -> str:
-    """The SDPA kernel the dispatcher picks for this model's q, k, v (their shape, dtype and strides)."""
-    cfg = run.model
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-    head_dim = sdpa_head_dim(cfg.d_model // cfg.n_heads, device.type)
-    qkv = torch.empty(run.train.batch_size, cfg.seq_len, 3, cfg.n_heads, head_dim,
-                      device=device, dtype=dtype).permute(2, 0, 3, 1, 4)  # as Attention.forward passes it
-    q, k, v = (t.contiguous() for t in qkv) if head_dim != cfg.d_model // cfg.n_heads else qkv  # F.pad copies
-    return SDPBackend(torch._fused_sdp_choice(q, k, v, is_causal=True)).name.lower()
-
-
 def build_case(run: RunConfig, device: torch.device, precision: str, plain_head: bool = False,
                backend: str = "inductor") -> Case:
     torch.manual_seed(run.seed)
@@ -65,7 +54,8 @@ def build_case(run: RunConfig, device: torch.device, precision: str, plain_head:
     tokens = torch.randint(0, run.model.vocab_size, (run.train.batch_size, run.model.seq_len + 1),
                            generator=torch.Generator().manual_seed(run.seed)).to(device)
     return Case(run, model, fwd, make_optimizer(model, run.train, device), tokens[:, :-1].contiguous(),
-                tokens[:, 1:].contiguous(), attention_kernel(run, device, precision), plain_head=plain_head)
+                tokens[:, 1:].contiguous(), attention_kernel(run.model, run.train.batch_size, device, precision),
+                plain_head=plain_head)
 
 
 def train_step(case: Case, step: int, autocast) -> None:
