@@ -13,7 +13,6 @@ the loss is computed in chunks of tokens that never hold the full fp32 logits (`
 from __future__ import annotations
 
 import contextlib
-import functools
 import math
 from dataclasses import dataclass, field
 
@@ -22,6 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .rules import INIT_STD, StreamShape, build_rule
+from .rules.compiling import compiled
 
 NORM_EPS = 1e-5
 HEAD_MULTIPLE = 64  # tensor-core tiles want matmul dimensions in multiples of 64; GPT-2's 50,257 is prime-ish
@@ -112,23 +112,26 @@ class ChunkedCrossEntropy(torch.autograd.Function):
     dL/dW (V × d), not the N × V logits. Per chunk it runs the very ops of the plain path (``F.linear``, then
     ``F.cross_entropy`` on ``.float()`` logits, through autograd), so with one chunk and no padding the loss
     and the gradients are bitwise the plain path's on CPU; with several, sums over chunks round differently.
+    With ``chunk_fn`` (a compiled ``chunk_loss_and_grads``, from ``GPT.compile_steps``) each chunk is that one
+    graph instead: the same function, its gradient written out, equal to float rounding.
     """
 
     @staticmethod
-    def forward(ctx, h, weight, targets, chunk, rows, grad):
+    def forward(ctx, h, weight, targets, chunk, rows, grad, chunk_fn=None):
         n, vocab = h.shape[0], weight.shape[0]
-        w = padded_head(weight.detach(), rows).requires_grad_(grad)
+        w = padded_head(weight.detach(), rows).requires_grad_(grad and chunk_fn is None)
         total = torch.zeros((), device=h.device)
         grad_h = torch.empty_like(h) if grad else None
         grad_w = torch.zeros_like(w) if grad else None
         scale = torch.ones((), device=h.device) / n  # the plain mean's 1/N, in fp32 as its backward makes it
         for start in range(0, n, chunk):
-            hc = h[start:start + chunk].detach().requires_grad_(grad)
-            with torch.enable_grad() if grad else contextlib.nullcontext():
-                logits = F.linear(hc, w)[:, :vocab]  # the padded rows' logits are sliced off, never scored
-                loss = F.cross_entropy(logits.float(), targets[start:start + chunk], reduction="sum")
+            if chunk_fn is not None:
+                loss, gh, gw = chunk_fn(h[start:start + chunk].detach(), w.detach(), targets[start:start + chunk],
+                                        vocab, scale, grad)
+            else:
+                loss, gh, gw = _chunk_through_autograd(h[start:start + chunk], w, targets[start:start + chunk],
+                                                       vocab, scale, grad)
             if grad:
-                gh, gw = torch.autograd.grad(loss, (hc, w), scale)
                 grad_h[start:start + chunk] = gh
                 grad_w += gw
             total += loss.detach()
@@ -138,14 +141,42 @@ class ChunkedCrossEntropy(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_out):
         grad_h, grad_w = ctx.saved_tensors
-        return grad_h * grad_out, grad_w * grad_out, None, None, None, None
+        return grad_h * grad_out, grad_w * grad_out, None, None, None, None, None
+
+
+def _chunk_through_autograd(h, w, targets, vocab: int, scale, grad: bool):
+    """One chunk's summed loss and its scaled gradients, by the plain path's own ops and autograd."""
+    hc = h.detach().requires_grad_(grad)
+    with torch.enable_grad() if grad else contextlib.nullcontext():
+        logits = F.linear(hc, w)[:, :vocab]  # the padded rows' logits are sliced off, never scored
+        loss = F.cross_entropy(logits.float(), targets, reduction="sum")
+    if not grad:
+        return loss, None, None
+    return (loss, *torch.autograd.grad(loss, (hc, w), scale))
+
+
+def chunk_loss_and_grads(h, w, targets, vocab: int, scale, grad: bool):
+    """One chunk's summed cross-entropy and, with ``grad``, (dL/dh, dL/dW) scaled by ``scale``, with the
+    softmax's gradient written out (p − onehot(y)): the form torch.compile traces as one graph (it cannot trace
+    the eager path's ``autograd.grad``). Logits and the two gradient matmuls run in the ambient autocast dtype,
+    as the plain path's forward and backward do; the softmax in fp32."""
+    raw = F.linear(h, w)
+    logits = raw[:, :vocab].float()
+    lse = torch.logsumexp(logits, -1)
+    loss = (lse - logits.gather(1, targets[:, None]).squeeze(1)).sum()
+    if not grad:
+        return loss, None, None
+    probs = torch.exp(logits - lse[:, None])
+    probs[torch.arange(len(targets), device=targets.device), targets] -= 1
+    grad_logits = F.pad(probs * scale, (0, w.shape[0] - vocab)).to(raw.dtype)
+    return loss, (grad_logits @ w).to(h.dtype), (grad_logits.T @ h).to(w.dtype)
 
 
 def chunked_cross_entropy(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
-                          chunk: int = LOSS_CHUNK_TOKENS, rows: int | None = None) -> torch.Tensor:
+                          chunk: int = LOSS_CHUNK_TOKENS, rows: int | None = None, chunk_fn=None) -> torch.Tensor:
     """Mean next-token cross-entropy of the tied head on ``h`` (N, d) against ``targets`` (N,)."""
     grad = torch.is_grad_enabled() and (h.requires_grad or weight.requires_grad)  # forward runs without grad mode
-    return ChunkedCrossEntropy.apply(h, weight, targets, chunk, rows or weight.shape[0], grad)
+    return ChunkedCrossEntropy.apply(h, weight, targets, chunk, rows or weight.shape[0], grad, chunk_fn)
 
 
 def residual_step(sub: nn.Module, rule, h: torch.Tensor, params: tuple) -> torch.Tensor:
@@ -158,24 +189,6 @@ def proposal(sub: nn.Module, h: torch.Tensor) -> torch.Tensor:
     return sub(h)
 
 
-def compiled(fn, backend: str = "inductor"):
-    """``fn`` under torch.compile, one compiled function per (fn, backend) in the process.
-
-    Dynamo keeps its graphs per code object: every sublayer, seed and depth of a rule shares the entries of
-    ``residual_step`` (one per sublayer kind, grad mode and input shape), and each further rule adds its own.
-    The default limit of 8 entries would send a process that runs the 11-rule family silently back to eager,
-    so the limit is raised here, and hitting it raises instead of falling back.
-    """
-    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 256)
-    torch._dynamo.config.fail_on_recompile_limit_hit = True
-    return _compiled(fn, backend)
-
-
-@functools.cache
-def _compiled(fn, backend):
-    return torch.compile(fn, backend=backend, dynamic=False)
-
-
 class GPT(nn.Module):
     def __init__(self, cfg: ModelConfig, plain_head: bool = False):
         super().__init__()
@@ -183,7 +196,7 @@ class GPT(nn.Module):
         # plain_head: the head and loss as first written (unpadded matmul, full fp32 logits), for comparison
         self.head_rows = cfg.vocab_size if plain_head else head_rows(cfg.vocab_size)
         self.loss_chunk = None if plain_head else LOSS_CHUNK_TOKENS
-        self.step_fn, self.proposal_fn = residual_step, proposal
+        self.step_fn, self.proposal_fn, self.chunk_fn = residual_step, proposal, None
         d = cfg.d_model
         self.shape = StreamShape(d, cfg.n_layers, cfg.n_loops, cfg.highway_gate_init)
         self.wte = nn.Embedding(cfg.vocab_size, d)
@@ -246,8 +259,16 @@ class GPT(nn.Module):
         return self.norm_f(self.rule.end(state))
 
     def compile_steps(self, backend: str = "inductor") -> "GPT":
-        """Compile per residual step, not the unrolled model: compile time stays flat in depth (``compiled``)."""
+        """Compile per residual step, not the unrolled model: compile time stays flat in depth (``compiled``).
+
+        Also compiled: each chunk of the loss (``chunk_loss_and_grads``) and a rule's own depth mixing where it
+        runs apart from the sublayer (``rule.compile_writes``: MGR's gates and pool, HC's and mHC's weights and
+        reads). None of them sees a step index, so each keeps a few graphs (one per shape and grad mode) at any
+        depth.
+        """
         self.step_fn, self.proposal_fn = compiled(residual_step, backend), compiled(proposal, backend)
+        self.chunk_fn = compiled(chunk_loss_and_grads, backend)
+        self.rule.compile_writes(backend)
         return self
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
@@ -259,7 +280,7 @@ class GPT(nn.Module):
             logits = self.head(h)
             return None, F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1))
         return None, chunked_cross_entropy(h.flatten(0, 1), self.head.weight, targets.flatten(), self.loss_chunk,
-                                           self.head_rows)
+                                           self.head_rows, self.chunk_fn)
 
     # ---- counting: every number here is read off the module tree, never typed in ----
 

@@ -90,7 +90,8 @@ def test_compile_per_step_is_flat_in_depth_seeds_and_sublayers():
         model.load_state_dict(eager.state_dict())
         loss = model(x, x)[1]
         loss.backward()
-        assert torch.equal(loss, eager(x, x)[1])
+        assert torch.equal(model.hidden(x), eager.hidden(x))  # backend "eager" runs the very ops of the steps
+        assert fp32_close(loss, eager(x, x)[1])  # the compiled loss writes its gradient out: float rounding
         seen.append(_entries(residual_step))
     assert seen == [2, 2, 2]
     small(4, "highway").compile_steps(backend="eager")(x, x)[1].backward()
@@ -103,6 +104,65 @@ def test_cross_depth_rules_compile_the_sublayer_alone():
     x = torch.randint(0, 97, (2, 8))
     for n_layers in (2, 8):
         small(n_layers, "attnres").compile_steps(backend="eager")(x, x)[1].backward()
+    assert _entries(proposal) == 2 and _entries(residual_step) == 0
+
+
+def _compiled_against_eager(variant, n_layers, monkeypatch, chunk=None):
+    """(eager model's loss and grads, compiled one's) for one training step of the same weights. The compiled
+    model runs without the CPU kernels (``RRLIB_NATIVE=0``), as on a GPU, where its depth mixing is PyTorch
+    operations only; the eager one with them."""
+    from torch._dynamo.utils import counters
+
+    counters.clear()
+    torch.manual_seed(0)
+    eager = small(n_layers, variant)
+    model = small(n_layers, variant)
+    model.load_state_dict(eager.state_dict())
+    model.compile_steps(backend="aot_eager")  # AOT autograd's forward and backward graphs, without code generation
+    x, y = torch.randint(0, 97, (2, 2, 8))
+    out = []
+    for m in (eager, model):
+        if m is model:
+            monkeypatch.setenv("RRLIB_NATIVE", "0")
+        m.loss_chunk = chunk or m.loss_chunk
+        loss = m(x, y)[1]
+        loss.backward()
+        out.append((loss, {k: p.grad for k, p in m.named_parameters()}))
+    monkeypatch.delenv("RRLIB_NATIVE")
+    assert not counters["graph_break"], dict(counters["graph_break"])  # each compiled function is whole graphs
+    return out
+
+
+def test_the_compiled_loss_equals_the_eager_one_in_one_graph_per_chunk_shape(monkeypatch):
+    from rrlib.model import chunk_loss_and_grads
+
+    torch._dynamo.reset()
+    # chunks of 6, 6 and 4 tokens
+    (loss, grads), (compiled_loss, compiled_grads) = _compiled_against_eager("review", 2, monkeypatch, chunk=6)
+    assert fp32_close(compiled_loss, loss)
+    for name in grads:
+        assert fp32_close(compiled_grads[name], grads[name]), name
+    assert _entries(chunk_loss_and_grads) == 2  # a full chunk and the last, shorter one
+
+
+@pytest.mark.parametrize("variant,functions", [("mgr", ("pool_plain", "gate_pool_plain")),
+                                               ("hc", ("hc_read_and_weigh_plain",)),
+                                               ("mhc", ("mhc_read_and_weigh_plain",))])
+def test_multi_stream_writes_compile_to_graphs_flat_in_depth_and_equal_eager(variant, functions, monkeypatch):
+    """The rule's depth mixing runs compiled (the PyTorch form) where eager runs the CPU kernels: equal to float
+    rounding, and the same graphs serve a model twice as deep."""
+    from rrlib.rules.depth_mixing import gate_pool, hyper_weights
+
+    codes = [getattr(gate_pool if "pool" in f else hyper_weights, f) for f in functions]
+    torch._dynamo.reset()
+    seen = []
+    for n_layers in (2, 4):
+        (loss, grads), (compiled_loss, compiled_grads) = _compiled_against_eager(variant, n_layers, monkeypatch)
+        assert fp32_close(compiled_loss, loss)
+        for name in grads:
+            assert fp32_close(compiled_grads[name], grads[name]), name
+        seen.append([_entries(f) for f in codes])
+    assert seen[0] == seen[1] and all(n > 0 for n in seen[0]), seen
     assert _entries(proposal) == 2 and _entries(residual_step) == 0
 
 

@@ -33,6 +33,8 @@ from __future__ import annotations
 import torch
 from torch.utils.checkpoint import checkpoint
 
+from .compiling import compiled
+from .depth_mixing.dispatch import kernels_for
 from .protocol import ConfigError, ResidualRule, StreamShape
 
 
@@ -55,6 +57,20 @@ class CrossDepthRule(ResidualRule):
     def __init__(self, shape: StreamShape, recompute: bool = False):
         super().__init__(shape)
         self.recompute = recompute
+        self.mixing_backend = None  # set by compile_writes
+
+    def compile_writes(self, backend: str) -> None:
+        self.mixing_backend = backend
+
+    def form(self, dispatching, plain, streams: torch.Tensor):
+        """The function a step's depth mixing on ``streams`` calls: ``dispatching`` (rrlib.rules.native's CPU
+        kernels where they apply, else ``plain``), or once ``compile_writes`` has run and no CPU kernel applies
+        (a GPU), ``plain`` (the same formula as PyTorch operations) under torch.compile: its arguments are tensors
+        and constants, never the step index, so its graphs (one per shape and grad mode) serve every step at any
+        depth. Where the kernels run, compiling would only break its graph around them."""
+        if self.mixing_backend is None or kernels_for(streams) is not None:
+            return dispatching
+        return compiled(plain, self.mixing_backend)
 
     def mixing(self, fn, *args):
         """fn(*args), under ``torch.utils.checkpoint`` with ``recompute`` while gradients are recorded."""

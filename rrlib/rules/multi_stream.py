@@ -13,8 +13,9 @@ from torch import nn
 from .cross_depth import CrossDepthRule, positive_int
 from .depth_mixing.attention import depth_attention_macs
 from .depth_mixing.dispatch import full_precision
-from .depth_mixing.gate_pool import gate_plain, gate_pool, pool
-from .depth_mixing.hyper_weights import hc_read_and_weigh, mhc_read_and_weigh
+from .depth_mixing.gate_pool import gate_plain, gate_pool, gate_pool_plain, pool, pool_plain
+from .depth_mixing.hyper_weights import (hc_read_and_weigh, hc_read_and_weigh_plain, mhc_read_and_weigh,
+                                         mhc_read_and_weigh_plain)
 from .depth_mixing.norms import inverse_rms
 from .depth_mixing.streams import stream_write_sum
 from .protocol import ConfigError, StreamShape, register
@@ -107,12 +108,12 @@ class MultiGateResiduals(CrossDepthRule):
         with full_precision(s):
             if i < self.n_streams - 1:
                 s, inv = torch.cat([s, u.unsqueeze(0)]), torch.cat([inv, inverse_rms(u).unsqueeze(0)])
-                return _Pooled(s, inv, pool(s, inv, self.pool_queries[k], scale))
+                return _Pooled(s, inv, self.form(pool, pool_plain, s)(s, inv, self.pool_queries[k], scale))
             if len(s) == 1:  # one stream: its gate, and the pool is the stream itself
-                s, inv = gate_plain(s, inv, u, self.gate_queries[k], self.gate_bias[k], scale)
+                s, inv = self.form(gate_plain, gate_plain, s)(s, inv, u, self.gate_queries[k], self.gate_bias[k], scale)
                 return _Pooled(s, inv, s[0])
-            return _Pooled(*gate_pool(s, inv, u, self.gate_queries[k], self.gate_bias[k], self.pool_queries[k],
-                                      scale))
+            return _Pooled(*self.form(gate_pool, gate_pool_plain, s)(s, inv, u, self.gate_queries[k], self.gate_bias[k],
+                                                                  self.pool_queries[k], scale))
 
     def end(self, state):
         return state.h
@@ -228,7 +229,8 @@ class HyperConnections(_HyperStreams):
     def read_and_weigh(self, streams, i, write=None):
         """Step i's input A_mᵀ H and its (B, A_rᵀ): (B, T, d), (B, T, n), (B, T, n, n)."""
         k = self.shape.unique(i)
-        return hc_read_and_weigh(streams, self.dynamic[k], self.static[k], self.scales[k], write)
+        return self.form(hc_read_and_weigh, hc_read_and_weigh_plain, streams)(streams, self.dynamic[k], self.static[k],
+                                                                     self.scales[k], write)
 
 
 @register("mhc")
@@ -281,4 +283,5 @@ class ManifoldHyperConnections(_HyperStreams):
     def read_and_weigh(self, x, i, write=None):
         """Step i's input H_pre x and its (H_post, H_res): (B, T, d), (B, T, n), (B, T, n, n), the weights fp32."""
         k = self.shape.unique(i)
-        return mhc_read_and_weigh(x, self.phi[k], self.alpha[k], self.bias[k], write)
+        return self.form(mhc_read_and_weigh, mhc_read_and_weigh_plain, x)(x, self.phi[k], self.alpha[k], self.bias[k],
+                                                                       write)

@@ -103,6 +103,10 @@ class ResidualRule(nn.Module):
     def reset_parameters(self) -> None:
         """Called by the model after its own init; gates are zeroed here."""
 
+    def compile_writes(self, backend: str) -> None:
+        """Called by ``GPT.compile_steps``. A rule that commits (``commits``) is compiled with its sublayer; one
+        whose write runs apart from it may compile its own depth mixing here (rrlib.rules.cross_depth)."""
+
     def matmul_weights(self) -> int:
         """Weights used in matrix products at each step (FLOP counting); per unique sublayer by default."""
         return sum(m.weight.numel() for m in self.modules() if isinstance(m, nn.Linear))

@@ -34,10 +34,15 @@ def hc_read_and_weigh(streams: torch.Tensor, weight: torch.Tensor, static: torch
     (n + 2, d), ``static`` (n, n + 2) and ``scales`` (s_α, s_β): (…, d), (…, n), (…, n, n). With ``write`` = the
     previous step's (A_rᵀ, B, u), H is first written from the given streams (``stream_write``), in the same node."""
     if kernels_for(streams, weight, static, scales, *(write or ())) is None:
-        streams = _written(streams, write)
-        a, b, mix = hc_weights_plain(projected_rms(streams, weight), static, scales)
-        return streams, (stream_read(a.contiguous(), streams, -2), b, mix)
+        return hc_read_and_weigh_plain(streams, weight, static, scales, write)
     return _step(streams, write, weight, streams.shape[-2], _HC, static, scales)
+
+
+def hc_read_and_weigh_plain(streams, weight, static, scales, write=None):
+    """``hc_read_and_weigh`` as PyTorch operations (and the stream ops of rrlib.rules.depth_mixing.streams)."""
+    streams = _written(streams, write)
+    a, b, mix = hc_weights_plain(projected_rms(streams, weight), static, scales)
+    return streams, (stream_read(a.contiguous(), streams, -2), b, mix)
 
 
 def _written(streams, write):
@@ -86,14 +91,18 @@ def mhc_read_and_weigh(streams: torch.Tensor, weight: torch.Tensor, alpha: torch
     """(x, (h, H_post, H_res)): the streams x (…, n, d), mHC's step input h = H_pre x and the step's (H_post,
     H_res), from φ (2n + n², n·d), ``alpha`` (α_pre, α_post, α_res) and ``bias``: (…, d), (…, n), (…, n, n), the
     weights in fp32. ``write`` as ``hc_read_and_weigh``'s."""
-    n = streams.shape[-2]
     # the kernels make the weights in the streams' dtype, and mHC's weights are fp32: fp64 streams (tests) take
     # the PyTorch path, which casts the projection
     if kernels_for(streams, weight, alpha, bias, *(write or ())) is None or streams.dtype != torch.float32:
-        streams = _written(streams, write)
-        pre, post, res = mhc_weights_plain(projected_rms(streams.flatten(-2), weight), alpha, bias, n)
-        return streams, (stream_read(pre.to(streams.dtype).contiguous(), streams, -2), post, res)
+        return mhc_read_and_weigh_plain(streams, weight, alpha, bias, write)
     return _step(streams, write, weight, 1, _MHC, alpha, bias)
+
+
+def mhc_read_and_weigh_plain(streams, weight, alpha, bias, write=None):
+    """``mhc_read_and_weigh`` as PyTorch operations (and the stream ops of rrlib.rules.depth_mixing.streams)."""
+    streams = _written(streams, write)
+    pre, post, res = mhc_weights_plain(projected_rms(streams.flatten(-2), weight), alpha, bias, streams.shape[-2])
+    return streams, (stream_read(pre.to(streams.dtype).contiguous(), streams, -2), post, res)
 
 
 def mhc_weights_plain(projected, alpha, bias, n, iters=SINKHORN_ITERS):
