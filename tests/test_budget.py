@@ -39,3 +39,19 @@ def test_the_papers_own_sweep_costs_its_recorded_minutes_at_its_measured_speed(s
     assert preset_cost("60m_tpp20", speed)["hours_at_paper_speed"] == pytest.approx(
         10 * preset_cost("60m_tpp2", speed)["hours_at_paper_speed"], rel=1e-3)
     assert preset_cost("mini", speed)["hours_at_paper_speed"] is None  # no paper size has mini's architecture
+
+
+def test_sweep_hours_come_as_a_range_from_the_predicted_mfu_of_the_size():
+    from rrlib.speed.budget import PREDICTED_MFU, parse_mfu, predicted_mfu
+
+    assert predicted_mfu("60m_tpp20") == predicted_mfu("60m") == PREDICTED_MFU["60m"]  # the same architecture
+    assert predicted_mfu("1b") == PREDICTED_MFU["1b"]
+    assert predicted_mfu("150m_tpp2") == (PREDICTED_MFU["60m"][0], PREDICTED_MFU["1b"][1])  # between: the span
+    assert predicted_mfu("mini") is None  # below every prediction: none
+    cost = preset_cost("60m_tpp2", None, 1e15, (0.2, 0.4))
+    assert cost["mfu"] == "20%-40%" and cost["hours_to"] == pytest.approx(2 * cost["hours_from"])
+    assert cost["hours_from"] == pytest.approx(cost["train_PFLOP"] * 1e15 / (0.4 * 1e15) / 3600)
+    assert parse_mfu("0.3") == (0.3, 0.3) and parse_mfu("0.24-0.29") == (0.24, 0.29)
+    for bad in ("30", "0.5-0.2", "fast", "0-0.2"):
+        with pytest.raises(ConfigError, match=r"--mfu must be a fraction in \(0, 1\] or a range LOW-HIGH"):
+            parse_mfu(bad)
