@@ -162,7 +162,29 @@ def claims(tables: Path) -> str:
                      [[r["paper"], r["claim"], f"**{r['verdict']}**", effect(r)] for _, r in df.iterrows()])
 
 
-BUILDERS = {"depth": depth, "cpu_scale": cpu_scale, "recipe": recipe, "size_tokens": size_tokens,
+def looped(tables: Path) -> str:
+    """Page 05's looped study: per rule the slope of its optimal learning rate on log₂ N (parabola and grid
+    estimators, all runs and stalled runs excluded), then 1/N against 1/√N at each seed's optimum, per N."""
+    transfer = _read(tables, "05_looped_transfer")
+    rows = []
+    for _, r in transfer.iterrows():
+        decided = not pd.isna(r["slope"])
+        rows.append([r["runs"], f"`{r['variant']}`", r["estimator"], int(r["seeds"]),
+                     f"{_signed(r['slope'], 2)} {_interval(r['ci_low'], r['ci_high'], 2)}" if decided else "–",
+                     _p(r["p"]), _p(r["p_equivalent"]), f"{r['fold_change']:.2g}" if decided else "–",
+                     f"**{r['verdict']}**"])
+    table = _markdown(["runs", "rule", "optimum", "seeds", "slope per doubling of N [95 %]", "p (slope 0)",
+                       "TOST p (±1/6)", "optimum N=8 / N=1", "verdict"], rows)
+    trainable = _read(tables, "05_looped_trainability")
+    trainable = trainable[trainable["loops"] > 1]
+    rows = [[int(r["loops"]), int(r["seeds"]), _signed(r["gap"]) + ("" if pd.isna(r["ci_low"]) else
+                                                                   " " + _interval(r["ci_low"], r["ci_high"])),
+             _p(r["p"]), _p(r["p_holm"])] for _, r in trainable.iterrows()]
+    return table + "\n" + _markdown(["N", "seeds", "`scaled_loops` − `scaled` at the optimum, nats [95 %]",
+                                      "paired p", "Holm p"], rows)
+
+
+BUILDERS = {"depth": depth, "looped": looped, "cpu_scale": cpu_scale, "recipe": recipe, "size_tokens": size_tokens,
             "family": family, "family_mini": family_mini, "paper_tests": paper_tests, "claims": claims}
 
 
