@@ -138,6 +138,10 @@ plots.show_figure(fig, "01_carry_product", figures_dir)
 
 # %%
 model, run, folder = loading.trained_model(size, "review", 0, out_root, local_out_root)
+# Read in float64: the gates computed in float32 differ between CPUs (other SIMD kernels) by about 1e-7, enough
+# to move a Spearman ρ in its 5th digit and a probe curve by an antialiased pixel; in float64 the differences
+# (about 1e-16) stay far below the 5 significant digits the page writes, so its files are the same everywhere.
+model = model.double()
 print(f"{run.size}/review/seed0: d_model {run.model.d_model}, {run.model.n_layers} blocks, "
       f"trained {run.train.steps} steps, {model.n_params() / 1e6:.2f}M parameters")
 per_token = tables.rounded(gates.gate_table(model, x))  # rounded as the CSVs are, so another CPU draws the same
