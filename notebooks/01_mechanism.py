@@ -232,7 +232,7 @@ for control in controls.values():
 widgets.VBox([*controls.values(), histogram])
 
 # %%
-cosines = torch.linspace(-1, 1, 41)
+cosines = torch.linspace(-1, 1, 41, dtype=torch.float64)  # float32 linspace differs in its last bit between kernels
 scales = (0.1, 1.0, 10.0)
 n_cols = min(4, len(names))  # at most four panels a row, so each stays readable at the page's width
 n_rows = -(-len(names) // n_cols)
