@@ -83,7 +83,7 @@ import seaborn as sns
 from rrlib import GPT, RULES, load_preset, resolve_run, results_table
 from rrlib.report import loading, looped_study, plots, stats, tables
 from rrlib.runs.data import unigram_entropy
-from rrlib.runs.train import load_run_data
+from rrlib.runs.rundata import load_run_data
 
 plots.use_style()
 preset = load_preset(size)

@@ -65,7 +65,7 @@ from IPython.display import display
 from rrlib import load_preset, resolve_run, results_table
 from rrlib.report import plots, stats, tables
 from rrlib.runs.config import project_path
-from rrlib.runs.train import load_run_data
+from rrlib.runs.rundata import load_run_data
 
 plots.use_style()
 

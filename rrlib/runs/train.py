@@ -40,7 +40,7 @@ from ..model import GPT
 from ..version import __version__
 from .checkpoints import (CKPT_FILE, drop_checkpoint, init_source, keep_final, save_checkpoint, start_from,
                           write_json_atomic)
-from .config import ConfigError, RunConfig, project_path  # noqa: F401 - project_path: the notebooks' import
+from .config import ConfigError, RunConfig
 from .data import DataError, fixed_eval_windows, get_batch, paper_eval_windows
 from .device import autocast_factory, dist_info, join_process_group, pick_device, resolve_precision
 from .disk import disk_full, full_disk
@@ -49,7 +49,7 @@ from .folders import claimed, run_lock, writable_folder
 from .optim import lr_at, make_optimizer, optimizer_step
 from .pace import check_cpu_reach
 from .provenance import attention_kernel, command_line, device_name, git_commit
-from .rundata import checked_run_data, load_run_data  # noqa: F401 - load_run_data: the notebooks' import
+from .rundata import checked_run_data
 from .runfiles import DATA_HASH, fingerprint, read_checkpoint, run_identity, truncate_metrics
 
 
