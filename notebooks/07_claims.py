@@ -665,11 +665,11 @@ if primary is None or primary.empty or primary["slope"].isna().all():
 else:
     first, second = primary.iloc[0], primary.iloc[1]  # the study's primary estimator first, the grid argmin next
 
-    def verdict_kind(verdict):  # the study's verdicts carry their margin ("transfers (within ±0.17 ...)")
+    def as_claim(verdict):  # the study's verdicts carry their margin ("transfers (within ±0.17 ...)")
         return ("supported" if verdict.startswith("transfers") else
                 "contradicted" if verdict.startswith("moves") else "not at this scale")
 
-    kind = verdict_kind(first["verdict"])
+    kind = as_claim(first["verdict"])
     test = (f"slope of log₂(optimal lr) on log₂ N under 1/N scaling ({first['estimator']}, {int(first['seeds'])} "
             f"seeds): p {first['p']:.2g}, TOST p (±1/6) {first['p_equivalent']:.2g}; the study's verdict: "
             f"{first['verdict']}; by the {second['estimator']} optimum ({int(second['seeds'])} seeds) TOST p "
@@ -682,7 +682,7 @@ else:
         also = extended.iloc[0]
         test += (f"; with the edge cells extended (supplementary, {int(also['seeds'])} seeds) TOST p "
                  f"{also['p_equivalent']:.2g}, {also['verdict']}")
-        if verdict_kind(also["verdict"]) != kind:
+        if as_claim(also["verdict"]) != kind:
             kind = "not at this scale"
             first = also
     rows.append(ledger.row("Looped transformers", "the best learning rate depends on L only, not on N", test,

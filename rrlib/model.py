@@ -126,8 +126,8 @@ class ChunkedCrossEntropy(torch.autograd.Function):
         scale = torch.ones((), device=h.device) / n  # the plain mean's 1/N, in fp32 as its backward makes it
         for start in range(0, n, chunk):
             if chunk_fn is not None:
-                loss, gh, gw = chunk_fn(h[start:start + chunk].detach(), w.detach(), targets[start:start + chunk],
-                                        vocab, scale, grad)
+                loss, gh, gw = chunk_fn(h[start:start + chunk].detach(), w, targets[start:start + chunk], vocab, scale,
+                                        grad)
             else:
                 loss, gh, gw = _chunk_through_autograd(h[start:start + chunk], w, targets[start:start + chunk],
                                                        vocab, scale, grad)

@@ -55,9 +55,9 @@ def attention_kernel(model_cfg, batch: int, device: torch.device, precision: str
     "flash_attention" or "math": the kernel a run's attention uses, not merely the backends it allows (a head dim
     the fast kernels cannot take falls back to math, which keeps the T x T matrix in fp32)."""
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-    head_dim = sdpa_head_dim(model_cfg.d_model // model_cfg.n_heads, device.type)
+    true_dim = model_cfg.d_model // model_cfg.n_heads
+    head_dim = sdpa_head_dim(true_dim, device.type)
     qkv = torch.empty(batch, model_cfg.seq_len, 3, model_cfg.n_heads, head_dim,
                       device=device, dtype=dtype).permute(2, 0, 3, 1, 4)  # as Attention.forward passes it
-    padded = head_dim != model_cfg.d_model // model_cfg.n_heads
-    q, k, v = (t.contiguous() for t in qkv) if padded else qkv  # F.pad returns contiguous copies
+    q, k, v = (t.contiguous() for t in qkv) if head_dim != true_dim else qkv  # F.pad returns contiguous copies
     return SDPBackend(torch._fused_sdp_choice(q, k, v, is_causal=True)).name.lower()

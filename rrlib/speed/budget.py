@@ -47,13 +47,12 @@ def predicted_mfu(size: str) -> tuple[float, float] | None:
     """The predicted MFU range for ``size`` (by its Review model's non-embedding parameters), or None."""
     n = _non_embedding(size)
     known = sorted((_non_embedding(s), lo_hi) for s, lo_hi in PREDICTED_MFU.items())
-    for (n_lo, (lo, hi)), (n_hi, (lo_up, hi_up)) in zip(known, known[1:]):
-        if n == n_lo:
-            return lo, hi
-        if n == n_hi:
-            return lo_up, hi_up
+    for n_known, lo_hi in known:
+        if n == n_known:
+            return lo_hi
+    for (n_lo, (lo, _)), (n_hi, (_, hi)) in zip(known, known[1:]):
         if n_lo < n < n_hi:
-            return lo, hi_up
+            return lo, hi
     return None
 
 
