@@ -49,15 +49,17 @@ def override_help() -> dict[str, str]:
     }
 
 
-def add_overrides(p: argparse.ArgumentParser) -> None:
+def add_overrides(p: argparse.ArgumentParser, out_flag: str | None = "--out") -> None:
     helps = override_help()
     for flag, (_, _, kind) in OVERRIDE_FLAGS.items():
         p.add_argument("--" + flag.replace("_", "-"), dest=flag, type=kind, default=None, help=helps.get(flag))
     p.add_argument("--compile", action="store_true", default=None, help="torch.compile the model")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="any other setting, e.g. --set model.n_loops=4 --set train.warmup_steps=100")
-    p.add_argument("--out", default=None,
-                   help="root of the run folders, relative to the current folder (default: the project's outputs/runs)")
+    if out_flag:
+        p.add_argument(out_flag, dest="out", default=None,
+                       help="root of the run folders, relative to the current folder (default: the project's "
+                            "outputs/runs)")
     p.add_argument("--move-aside", action="store_true",
                    help="a run folder that holds another run (other settings) or an unreadable file is renamed "
                         "to moved-seed<k>-<fingerprint> beside it and the run starts afresh; nothing is deleted")
@@ -109,6 +111,20 @@ def seed_number(text: str) -> int:
         raise argparse.ArgumentTypeError(f"a seed must be a whole number from 0 to 2**64 - 1, got {text!r}") from None
 
 
+def seed_count(text: str) -> list[int]:
+    """compare's --seeds: a count (5 means seeds 0-4) or a comma-separated list of seeds."""
+    if "," not in text:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"--seeds takes a count or a comma-separated list of seeds, got "
+                                             f"{text!r}") from None
+        if n < 1:
+            raise argparse.ArgumentTypeError(f"--seeds takes a count of at least 1, got {n}")
+        return list(range(n))
+    return csv_list(seed_number)(text)
+
+
 class OneLineParser(argparse.ArgumentParser):
     """A usage mistake ends in one line naming it, as every other bad input does, not a usage block."""
 
@@ -128,8 +144,37 @@ def choices() -> tuple[str, str]:
 DELEGATED = {"bench": "rrlib.speed.bench", "report": "rrlib.report.build"}
 
 
+def rules_given(argv: list[str]) -> list[str]:
+    """The --rules values in ``argv`` (``--rules X`` or ``--rules=X``), read before the parsers run."""
+    found = []
+    for k, word in enumerate(argv):
+        if word == "--rules":
+            if k + 1 >= len(argv) or argv[k + 1].startswith("--"):
+                raise ConfigError("--rules needs a value: a rule file (my_rules.py) or a module name (mypkg.rules)")
+            found.append(argv[k + 1])
+        elif word.startswith("--rules="):
+            found.append(word.partition("=")[2])
+    return found
+
+
+def load_given_rules(argv: list[str]) -> None:
+    """Load the rules --rules names, and pass them on to child processes (notebook kernels, torchrun workers)."""
+    specs = rules_given(argv)
+    if specs:
+        from .rules.external import export, load_rules
+
+        for spec in specs:
+            load_rules(spec)
+        export(specs)
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        load_given_rules(argv)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     if argv and argv[0] in DELEGATED:
         import importlib
 
@@ -139,6 +184,8 @@ def main(argv=None) -> int:
         except (ConfigError, DataError) as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
+    from .rules.external import add_rules_option
+
     parser = OneLineParser(prog="python -m rrlib", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     for name, text in (("bench", "throughput, MFU and memory per variant"),
@@ -152,6 +199,7 @@ def main(argv=None) -> int:
     p.add_argument("--variant", required=True, help=f"a residual rule: {variants}")
     p.add_argument("--seed", type=seed_number, default=0, help="fixes init, batch order and eval windows (default: 0)")
     add_overrides(p)
+    add_rules_option(p)
 
     p = sub.add_parser("sweep", help="train a size's grid of variants × seeds, skipping what is done",
                        description="Train every (variant, seed) of a size that has no result yet.")
@@ -163,6 +211,35 @@ def main(argv=None) -> int:
     p.add_argument("--shard", default="0/1",
                    help="k/n: this machine's share, every n-th cell from the k-th (0 <= k < n; default: all)")
     add_overrides(p)
+    add_rules_option(p)
+
+    p = sub.add_parser("compare", help="is a rule better than its baselines at a size? trains what is missing, "
+                                       "then writes the verdict",
+                       description="Train what a paired comparison needs (reusing finished runs), test each variant "
+                                   "against each baseline on fixed_loss, and write verdict.csv, verdict.json and "
+                                   "verdict.html into --out.")
+    p.add_argument("--size", required=True, help=f"a preset in params/: {sizes}")
+    p.add_argument("--variants", type=csv_list(str), required=True, help=f"the rules judged, comma-separated: {variants}")
+    p.add_argument("--against", type=csv_list(str), required=True,
+                   help="the baselines, comma-separated (e.g. standard,review)")
+    p.add_argument("--seeds", type=seed_count, default=None,
+                   help="how many seeds (5 means 0-4), or a comma-separated list; or --detect instead")
+    p.add_argument("--detect", type=float, default=None, metavar="EFFECT",
+                   help="size the design: add seeds until the detectable gap (80%% power, paired) is at most EFFECT "
+                        "nats, from a pilot of --pilot-seeds, up to --max-seeds")
+    p.add_argument("--pilot-seeds", type=int, default=4, help="seeds of the pilot with --detect (default: 4)")
+    p.add_argument("--max-seeds", type=int, default=16, help="the most seeds --detect may add up to (default: 16)")
+    p.add_argument("--margin", type=float, default=None,
+                   help="equivalence margin in nats (default: rrlib.report.verdict.DEFAULT_MARGIN, 0.01, about the "
+                        "smallest gain the Review paper reports)")
+    p.add_argument("--alpha", type=float, default=0.05, help="test level (default: 0.05)")
+    p.add_argument("--no-timing", action="store_true", help="skip the step-time-per-FLOP measurement")
+    p.add_argument("--shard", default="0/1", help="k/n: train only this machine's share of the missing runs")
+    p.add_argument("--runs", default=None,
+                   help="root of the run folders, relative to the current folder (default: the project's outputs/runs)")
+    add_overrides(p, out_flag=None)
+    add_rules_option(p)
+    p.add_argument("--out", required=True, help="the folder for verdict.csv, verdict.json and verdict.html")
 
     args = parser.parse_args(argv)
     try:
@@ -212,7 +289,27 @@ def run_command(args) -> int:
             print(f"error: {incomplete}", file=sys.stderr)
             return 1
         return 0
+    if args.command == "compare":
+        return compare_command(args)
     raise AssertionError(args.command)
+
+
+def compare_command(args) -> int:
+    from pathlib import Path
+
+    from .compare.engine import Request, run
+    from .runs.config import given_path
+    from .runs.provenance import command_line
+    from .runs.sweep import parse_shard
+
+    request = Request(size=args.size, variants=args.variants, baselines=args.against, seeds=args.seeds,
+                      detect=args.detect, pilot_seeds=args.pilot_seeds, max_seeds=args.max_seeds,
+                      **({} if args.margin is None else {"margin": args.margin}), alpha=args.alpha, overrides=overrides_from(args),
+                      runs_root="outputs/runs" if args.runs is None else given_path(args.runs),
+                      shard=parse_shard(args.shard), timing=not args.no_timing, move_aside=args.move_aside,
+                      allow_slow=args.allow_slow or None)
+    run(request, Path(args.out).expanduser().absolute(), command_line(), log=print)  # None: other shards' runs
+    return 0
 
 
 if __name__ == "__main__":

@@ -41,6 +41,10 @@ class ModelConfig:
     variant: str = REFERENCE_VARIANT
     rule_options: dict = field(default_factory=dict)
     highway_gate_init: str = "gpt2"  # "gpt2": N(0, 0.02), bias 0, as every linear in the paper's code; "zero"
+    # A rule from outside the package (rrlib.rules.external): the SHA-256 of its source, which the fingerprint
+    # carries, and where it came from (a file's or module's name); None for rrlib's own rules. Set by resolve_run.
+    rule_source: str | None = None
+    rule_origin: str | None = None
 
 
 class Attention(nn.Module):

@@ -21,7 +21,7 @@ def paper(shared):
 
 @pytest.fixture(scope="module")
 def paper_table(paper):
-    return stats.compare(paper)
+    return stats.compare(paper, "val_loss")
 
 
 def runs(size="60m", params=60.0, **variants) -> pd.DataFrame:
@@ -29,7 +29,8 @@ def runs(size="60m", params=60.0, **variants) -> pd.DataFrame:
     rows = []
     for variant, losses in variants.items():
         by_seed = losses if isinstance(losses, dict) else dict(enumerate(losses))
-        rows += [{"size": size, "variant": variant, "seed": s, "params_M": params, "val_loss": v, "ece": v / 100}
+        rows += [{"size": size, "variant": variant, "seed": s, "params_M": params, "val_loss": v, "fixed_loss": v,
+                  "ece": v / 100}
                  for s, v in by_seed.items()]
     return pd.DataFrame(rows)
 
@@ -39,7 +40,7 @@ def row(table, size, baseline):
 
 
 def test_headline_reproduces_paper_means(paper):
-    table = stats.headline(paper)
+    table = stats.headline(paper, "val_loss")
     assert list(table.index) == list(HEADLINE)  # ordered by parameters, not by name
     assert list(table.columns) == ["review", "highway", "standard"]
     np.testing.assert_allclose(table.round(4).to_numpy(), np.array(list(HEADLINE.values())), atol=1e-9)
@@ -265,7 +266,7 @@ def test_duplicate_runs_are_refused():
 
 def test_trend_regresses_per_size_gaps_on_log_params(paper, paper_table):
     table = paper_table
-    fit = stats.trend(paper).set_index("baseline")
+    fit = stats.trend(paper, "val_loss").set_index("baseline")
     for baseline in ["highway", "standard"]:
         mine = table[table["baseline"] == baseline]
         ref = sps.linregress(np.log10(mine["params_M"]), mine["paired_gap"])
@@ -290,15 +291,15 @@ def test_verdicts_follow_the_numbers(paper_table):
     assert list(words.index) == list(HEADLINE)
     assert words["1B"].count("significant after Holm correction") == 2
     assert "vs highway: no gain" in words["60M"]
-    assert "Review worse" in words["60M"]  # standard beats Review at 60M
-    assert "trend favouring Review" in words["150M"] and "not significant after Holm" in words["150M"]
+    assert "review worse" in words["60M"]  # standard beats Review at 60M
+    assert "trend favouring review" in words["150M"] and "not significant after Holm" in words["150M"]
 
 
 def test_verdict_for_review_significantly_worse():
     review = [1.50, 1.47, 1.52, 1.49, 1.48, 1.51]
     table = stats.compare(runs(review=review, standard=[v - 0.05 + 0.001 * (i % 2) for i, v in enumerate(review)]))
     assert table.iloc[0]["significant"]
-    assert stats.verdicts(table)["verdict"].iloc[0].startswith("vs standard: Review worse by 0.049")
+    assert stats.verdicts(table)["verdict"].iloc[0].startswith("vs standard: review worse by 0.049")
 
 
 def _grid(gap_of, noise=0.0, seeds=range(4)):
@@ -312,9 +313,9 @@ def _grid(gap_of, noise=0.0, seeds=range(4)):
                 base = 2.0 + rng.normal(0, 0.05)
                 gap = gap_of(np.log10(params_M), np.log10(tpp)) + rng.normal(0, noise)
                 rows += [{"size": size, "variant": "review", "seed": seed, "params_M": params_M,
-                          "tokens_per_param": tpp, "val_loss": base},
+                          "tokens_per_param": tpp, "fixed_loss": base},
                          {"size": size, "variant": "standard", "seed": seed, "params_M": params_M,
-                          "tokens_per_param": tpp, "val_loss": base + gap}]
+                          "tokens_per_param": tpp, "fixed_loss": base + gap}]
     return pd.DataFrame(rows)
 
 
@@ -338,3 +339,19 @@ def test_gap_factors_refuses_collinear_size_and_tokens():
     df["tokens_per_param"] = 1 / df["params_M"]  # the paper's design: tokens per parameter fall as size grows
     out = gap_factors(df)
     assert out["coef"].isna().all() and (out["note"] == "size and tokens/param are collinear").all()
+
+
+def test_every_public_function_defaults_to_the_primary_metric():
+    import inspect
+
+    for name in ("headline", "compare", "trend", "gap_factors"):
+        assert inspect.signature(getattr(stats, name)).parameters["metric"].default == "fixed_loss", name
+    assert inspect.signature(stats.compare_metrics).parameters["primary"].default == "fixed_loss"
+
+
+def test_verdict_text_names_the_reference_rule_it_was_given():
+    ours = [1.50, 1.47, 1.52, 1.49, 1.48, 1.51]
+    table = stats.compare(runs(token_gate=ours, standard=[v + 0.05 + 0.001 * (i % 2) for i, v in enumerate(ours)]),
+                          reference="token_gate")
+    text = stats.verdicts(table, reference="token_gate")["verdict"].iloc[0]
+    assert text.startswith("vs standard: token_gate better by 0.05") and "review" not in text.lower()

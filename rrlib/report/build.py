@@ -23,6 +23,7 @@ from pathlib import Path
 import yaml
 
 from ..model import count_params
+from ..rules.external import add_rules_option
 from ..runs.config import PROJECT_ROOT, ConfigError, given_path, project_path
 from ..runs.presets import load_preset
 from . import readme
@@ -69,6 +70,7 @@ def parse_args(argv):
     p.add_argument("--quick", action="store_true",
                    help="tiny parameters for CI; folders default to build/quick/{paper,runs}")
     p.add_argument("--out", default=None, help="where the rendered report goes (default: paper)")
+    add_rules_option(p)
     p.add_argument("--runs", default=None, help="root of the run folders (default: outputs/runs)")
     p.add_argument("--build", default=None, help="executed notebooks and local retraining go here (default: build)")
     p.add_argument("--only", nargs="+", default=None, metavar="NOTEBOOK",

@@ -2,7 +2,9 @@
 
 The table is tidy, one row per run: `size, variant, seed, params_M` plus metric columns (`val_loss`,
 `ece`, `fixed_loss`, ...). Every metric is read as lower-is-better, and the gap of a comparison is
-`baseline - review`, so a positive gap favours Review.
+`baseline - reference` (the reference is `review` unless a caller names another rule), so a positive gap favours
+the reference. The default metric of every function is the primary one, `fixed_loss` (every run scored on the
+same held-out windows); the paper's CSV has only `val_loss`, which its callers name.
 
 Why more than the paper's test. The paper compares each baseline with Review by a two-sample Welch t-test
 on per-seed losses. But a seed fixes the batch order and the eval windows for every variant, so the runs
@@ -76,7 +78,7 @@ def size_order(df: pd.DataFrame) -> list:
     return list(df.groupby("size")["params_M"].mean().sort_values().index)
 
 
-def headline(df, metric: str = "val_loss", reference: str = "review") -> pd.DataFrame:
+def headline(df, metric: str = "fixed_loss", reference: str = "review") -> pd.DataFrame:
     """Mean metric per size (rows, smallest first) and variant (columns, the reference first)."""
     df = _checked(df, metric, reference)
     wide = df.pivot_table(index="size", columns="variant", values=metric, aggfunc="mean")
@@ -96,7 +98,7 @@ def holm(pvalues) -> np.ndarray:
     return adjusted
 
 
-def compare(df, metric: str = "val_loss", reference: str = "review", alpha: float = 0.05,
+def compare(df, metric: str = "fixed_loss", reference: str = "review", alpha: float = 0.05,
             n_boot: int = 10000, seed: int = 0) -> pd.DataFrame:
     """One row per (size, baseline): means, SDs, gap, Welch and paired tests, effect sizes, CIs, Holm.
 
@@ -126,7 +128,7 @@ def compare(df, metric: str = "val_loss", reference: str = "review", alpha: floa
     return out
 
 
-def trend(df, metric: str = "val_loss", reference: str = "review") -> pd.DataFrame:
+def trend(df, metric: str = "fixed_loss", reference: str = "review") -> pd.DataFrame:
     """Gap against log10(Review parameters), one row per baseline: slope per decade, its p-value, r.
 
     The points are the per-size gaps of the primary test (the mean paired difference, or the difference of
@@ -152,7 +154,7 @@ def trend(df, metric: str = "val_loss", reference: str = "review") -> pd.DataFra
     return pd.DataFrame(rows)
 
 
-def gap_factors(df, metric: str = "val_loss", reference: str = "review", alpha: float = 0.05) -> pd.DataFrame:
+def gap_factors(df, metric: str = "fixed_loss", reference: str = "review", alpha: float = 0.05) -> pd.DataFrame:
     """Which factor the gap follows: per baseline, OLS of the per-cell gap on log10 size and log10 tokens/param.
 
         gap_cell = a + b_size · log10(params_M) + b_tpp · log10(tokens per parameter) + e
@@ -195,17 +197,17 @@ def gap_factors(df, metric: str = "val_loss", reference: str = "review", alpha: 
     return pd.DataFrame(rows)
 
 
-def verdicts(comparison: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
+def verdicts(comparison: pd.DataFrame, alpha: float = 0.05, reference: str = "review") -> pd.DataFrame:
     """A plain-words verdict per size, built from a `compare` table (its primary test and Holm p).
 
-    `alpha` should match the one given to `compare`. "Trend" is the conventional band: unadjusted
-    p < 2 * alpha without Holm significance.
+    `alpha` and `reference` should match the ones given to `compare`: the text names the reference rule, never a
+    fixed one. "Trend" is the conventional band: unadjusted p < 2 * alpha without Holm significance.
     """
     comparison = comparison.assign(tested_gap=_tested_gap(comparison))
     rows = []
     for size, group in comparison.groupby("size", sort=False):
-        parts = [f"vs {r.baseline}: {_verdict(r, alpha)}" + (f" [{r.metrics_note}]" if getattr(r, "metrics_note", "")
-                                                             else "") for r in group.itertuples()]
+        parts = [f"vs {r.baseline}: {_verdict(r, alpha, reference)}"
+                 + (f" [{r.metrics_note}]" if getattr(r, "metrics_note", "") else "") for r in group.itertuples()]
         rows.append({"size": size, "verdict": "; ".join(parts)})
     return pd.DataFrame(rows)
 
@@ -347,17 +349,19 @@ def _flat(x: np.ndarray) -> bool:
     return np.ptp(x) <= 1e-12 * max(1.0, np.abs(x).max())
 
 
-def _verdict(r, alpha: float) -> str:
+def _verdict(r, alpha: float, reference: str) -> str:
     if np.isnan(r.p):
         return f"gap {r.tested_gap:+.4f}, {r.note}"
     if r.significant:
         side = "better" if r.tested_gap > 0 else "worse"
-        return f"Review {side} by {abs(r.tested_gap):.4f}, significant after Holm correction (p_holm={_p(r.p_holm)})"
+        return (f"{reference} {side} by {abs(r.tested_gap):.4f}, significant after Holm correction "
+                f"(p_holm={_p(r.p_holm)})")
     detectable = f"; the design detects {r.mde:.4f} with 80 % power" if np.isfinite(getattr(r, "mde", np.nan)) else ""
     if r.p < 2 * alpha and r.tested_gap > 0:
-        return f"trend favouring Review by {r.tested_gap:.4f} (p={_p(r.p)}, not significant after Holm{detectable})"
+        return (f"trend favouring {reference} by {r.tested_gap:.4f} (p={_p(r.p)}, not significant after "
+                f"Holm{detectable})")
     if r.p < 2 * alpha:
-        return f"Review worse by {-r.tested_gap:.4f} (p={_p(r.p)}, not significant after Holm{detectable})"
+        return f"{reference} worse by {-r.tested_gap:.4f} (p={_p(r.p)}, not significant after Holm{detectable})"
     return f"no gain (gap {r.tested_gap:+.4f}, p={_p(r.p)}{detectable})"
 
 

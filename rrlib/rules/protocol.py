@@ -113,15 +113,55 @@ class ResidualRule(nn.Module):
 
 
 RULES: dict[str, type[ResidualRule]] = {}
+# Rules from outside the package: name → {"origin": where it came from, "sha256": its source's hash}
+# (rrlib.rules.external fills in the origin of what it loads; a run's fingerprint carries the hash)
+SOURCES: dict[str, dict] = {}
+BUILT_IN = "rrlib.rules."  # the modules of rrlib's own rules
 
 
 def register(name: str):
+    """The decorator that adds a rule class to ``RULES`` under ``name``.
+
+    A name another rule holds is refused (one sentence), so a user's rule never silently replaces one of rrlib's
+    or another file's; the same class defined again (a notebook cell run twice, a module reloaded) replaces
+    itself.
+    """
     def add(cls: type[ResidualRule]) -> type[ResidualRule]:
+        held = RULES.get(name)
+        if held is not None and (held.__module__, held.__qualname__) != (cls.__module__, cls.__qualname__):
+            where = SOURCES.get(name, {}).get("origin") or f"module {held.__module__}"
+            raise ConfigError(f"the rule name {name!r} is taken (by {held.__qualname__} of {where}); register "
+                              f"{cls.__qualname__} under another name")
         RULES[name] = cls
         cls.name = name
+        if not cls.__module__.startswith(BUILT_IN):
+            SOURCES[name] = {"origin": f"module {cls.__module__}", "sha256": _source_hash(cls)}
         return cls
 
     return add
+
+
+def _source_hash(cls: type) -> str:
+    """SHA-256 of the source a rule class came from: its file as executed (rrlib.rules.external sets it), else its
+    module's file as it reads now, else the class's own source, else its methods' code (a class typed into a
+    console has no file to read)."""
+    import hashlib
+    import inspect
+    import marshal
+    import sys
+
+    module = sys.modules.get(cls.__module__)
+    if getattr(module, "__rrlib_source__", None):
+        return module.__rrlib_source__
+    try:
+        return hashlib.sha256(open(module.__file__, "rb").read()).hexdigest()
+    except (AttributeError, TypeError, OSError):
+        pass
+    try:
+        return hashlib.sha256(inspect.getsource(cls).encode()).hexdigest()
+    except (OSError, TypeError):
+        code = b"".join(marshal.dumps(v.__code__) for _, v in sorted(vars(cls).items()) if hasattr(v, "__code__"))
+        return hashlib.sha256(cls.__qualname__.encode() + code).hexdigest()
 
 
 def rule_class(variant: str) -> type[ResidualRule]:

@@ -97,6 +97,18 @@ def time_step(run: RunConfig) -> float:
     return per_micro * (tc.batch_size // micro)
 
 
+def estimated_seconds(runs: list[RunConfig]) -> float:
+    """Seconds ``runs`` would train for on this CPU: each model's step time, timed once here and kept in its cache
+    folder's pace.json (see the module docstring), times its steps. Evaluations are not counted."""
+    total, step = 0.0, {}
+    for r in runs:
+        key = _step_key(r)
+        if key not in step:
+            step[key] = kept(project_path(r.data.cache_dir) / PACE_FILE, key, lambda: time_step(r))
+        total += r.train.steps * step[key]
+    return total
+
+
 def check_cpu_reach(runs: list[RunConfig], device: torch.device, allow_slow: bool | None = None) -> None:
     """Stop, with the estimate, before training ``runs`` on a CPU when they would take far beyond its reach."""
     if allow_slow is None:
@@ -117,14 +129,9 @@ def check_cpu_reach(runs: list[RunConfig], device: torch.device, allow_slow: boo
                           f"{way_out}")
     if floor_hours < SURE * CPU_REACH_HOURS:
         return
-    step = {}
-    for r in runs:
-        key = _step_key(r)
-        if key not in step:
-            step[key] = kept(store, key, lambda: time_step(r))
-    hours = sum(r.train.steps * step[_step_key(r)] for r in runs) / 3600
+    hours = estimated_seconds(runs) / 3600
     if hours > CPU_REACH_HOURS:
-        per_step = f"{first.train.steps:,} steps at {step[_step_key(first)]:.3g} s a step" if len(runs) == 1 else \
-            f"{sum(r.train.steps for r in runs):,} steps in all"
+        per_step = f"{first.train.steps:,} steps at {estimated_seconds([first]) / first.train.steps:.3g} s a step" \
+            if len(runs) == 1 else f"{sum(r.train.steps for r in runs):,} steps in all"
         raise ConfigError(f"{what} would take about {hours:,.0f} hours on this CPU ({per_step}, timed for its model "
                           f"on this machine and kept in {store}); {way_out}")

@@ -15,6 +15,7 @@ import yaml
 
 from ..model import REFERENCE_VARIANT, ModelConfig, count_params
 from ..rules import ConfigError, rule_class
+from ..rules.external import rule_source
 from .config import PARAMS_DIR, PROJECT_ROOT, RECIPES, TOKENIZER_VOCAB, DataConfig, RunConfig, TrainConfig, vocab_size
 from .validate import check_seed, typed, validate
 
@@ -238,6 +239,7 @@ def resolve_run(size: str, variant: str, seed: int, overrides: dict | None = Non
     model.vocab_size = vocab_size(data.tokenizer)
     train = _with_warmup(_with_budget(_merge(preset.train, overrides.get("train", {}), "train"), model))
     validate(model, train, data)
+    model.rule_origin, model.rule_source = rule_source(variant)  # whatever --set said: the code is what runs
     if preset.match_params and variant != REFERENCE_VARIANT:
         model = match_params(model, multiple=train.bf16_width_multiple if train.precision == "bf16" else 1)
     return RunConfig(size=size, variant=variant, seed=check_seed(seed), model=model, data=data, train=train,

@@ -4,7 +4,8 @@ Identity. A run's *fingerprint* hashes every setting that can change its numbers
 options included), the data (the file by name, not the folder it sits in on one machine; tokenizer, stories,
 held-out split), the recipe (steps, batch, optimiser, schedule with ``warmup_steps`` as resolved, clip,
 evaluation sizes, and ``init_from``, the run folder whose weights it starts from, as written), the seed, the
-resolved precision, the device type (cpu or cuda) and ``compile``. Left out, because they cannot change a number the run reports: how often it logs, evaluates and checkpoints, what a
+resolved precision, the device type (cpu or cuda) and ``compile``; for a rule from outside the package, the hash of its
+source file (``model.rule_source``, rrlib.rules.external), so that an edited rule file is another run. Left out, because they cannot change a number the run reports: how often it logs, evaluates and checkpoints, what a
 finished run keeps on disk, where its folders and caches live, and ``micro_batch_size`` (the same batch in
 smaller pieces: only float rounding moves, and it is how a run that no longer fits in memory goes on).
 ``warmup_frac``, ``tokens_per_param`` and the raw ``device``/``precision`` strings count through what they
@@ -40,10 +41,10 @@ from .validate import typed
 NOT_FINGERPRINTED = {"train": {"log_every", "eval_every", "ckpt_every", "keep_weights", "micro_batch_size",
                                "device", "precision", "warmup_frac", "tokens_per_param",
                                "bf16_width_multiple"},
-                     "data": {"cache_dir", "gpt2_dir"}, "model": set()}
+                     "data": {"cache_dir", "gpt2_dir"}, "model": {"rule_origin"}}
 # Settings added after runs were fingerprinted, left out of the identity while at their default: every run
 # before them keeps its fingerprint (and a checkpoint written before them still resumes).
-OMITTED_AT_DEFAULT = {"train": {"init_from": None}}
+OMITTED_AT_DEFAULT = {"train": {"init_from": None}, "model": {"rule_source": None}}
 FILE_SETTINGS = ("data_path", "val_path")  # compared by file name: the same file on another machine is the same
 DATA_HASH = "data_hash"  # the data's content (rrlib.runs.token_cache), recorded beside the fingerprint
 MOVE_ASIDE = "pass --move-aside to move the folder aside and start the run afresh (nothing is deleted)"

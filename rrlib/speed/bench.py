@@ -46,6 +46,7 @@ import torch
 
 from ..rules.native import target_isa
 from ..runs.checkpoints import write_json_atomic
+from ..rules.external import add_rules_option
 from ..runs.config import PROJECT_ROOT, ConfigError, given_path, project_path
 from ..runs.data import TOKENIZERS, get_tokenizer, iter_stories
 from ..runs.folders import writable_folder
@@ -142,6 +143,7 @@ def markdown_table(rows: list[dict]) -> str:
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="python -m rrlib bench", description=__doc__.splitlines()[0])
     p.add_argument("--size", action="append", default=[], help="a preset; repeat for several")
+    add_rules_option(p)
     p.add_argument("--variants", default="review,highway,standard", help="comma-separated residual rules")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:<index>")
     p.add_argument("--precision", default="auto", help="auto (bf16 on CUDA, fp32 on CPU), fp32, tf32, bf16")

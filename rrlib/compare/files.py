@@ -1,0 +1,150 @@
+"""A comparison's files: ``verdict.csv`` (one row per pair), ``verdict.json`` (the rows, the design and what they
+rest on), ``verdict.html`` (the table, one figure of per-seed losses, the command that reproduces it) and the
+figure's PNG; and the short table the command prints."""
+from __future__ import annotations
+
+import base64
+import html
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from ..report.verdict import sentence
+from ..runs.checkpoints import write_json_atomic
+from ..runs.config import ConfigError
+from ..runs.provenance import git_commit
+from ..version import __version__
+
+FILES = ("verdict.csv", "verdict.json", "verdict.html", "verdict_losses.png")
+COLUMNS = ["variant", "baseline", "metric", "seeds", "gap", "ci_low", "ci_high", "p", "p_holm", "detectable",
+           "margin", "p_equivalent", "p_equivalent_holm", "verdict", "params_variant", "params_baseline",
+           "flops_per_token_variant", "flops_per_token_baseline", "step_per_flop_vs_standard_variant",
+           "step_per_flop_vs_standard_baseline", "mean_variant", "mean_baseline", "sd", "seed_list"]
+STYLE = """body { font-family: system-ui, sans-serif; max-width: 60rem; margin: 2rem auto; padding: 0 1rem;
+       line-height: 1.5; color: #222; }
+table { border-collapse: collapse; font-size: 0.9em; } th, td { padding: 0.25rem 0.6rem; text-align: right; }
+th { border-bottom: 1px solid #999; } td:first-child, th:first-child, td:nth-child(2), th:nth-child(2) { text-align: left; }
+tr:nth-child(even) { background: #f6f6f6; } img { max-width: 100%; } pre { white-space: pre-wrap; }
+.sub { color: #666; } a { color: #1f5fa8; }"""
+
+
+def check_out(folder: Path) -> None:
+    """Refuse an output folder that is not a folder, or whose verdict files are not regular files: checked before
+    anything is trained, so that nothing a command did not make is written over."""
+    existing = next(p for p in (folder, *folder.parents) if p.exists() or p.is_symlink())
+    if existing == folder and not folder.is_dir():
+        raise ConfigError(f"--out {folder} exists and is not a folder; give compare a folder for its verdict files")
+    if existing != folder and not existing.is_dir():
+        raise ConfigError(f"cannot make --out {folder}: {existing} is not a folder")
+    for name in FILES:
+        path = folder / name
+        if (path.exists() or path.is_symlink()) and (path.is_symlink() or not path.is_file()):
+            raise ConfigError(f"{path} exists and is not a regular file; compare writes only its own files, so "
+                              f"move it or give another --out")
+
+
+def printed(rows: pd.DataFrame) -> str:
+    """The short table the command prints: one line per pair."""
+    fmt = lambda x, f: "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, f)
+    lines = [f"{'variant':<18} {'baseline':<18} {'seeds':>5} {'gap [95% CI]':>28} {'Holm p':>8} "
+             f"{'detects':>8}  verdict"]
+    for r in rows.to_dict("records"):
+        gap = f"{fmt(r['gap'], '+.4f')} [{fmt(r['ci_low'], '+.4f')}, {fmt(r['ci_high'], '+.4f')}]"
+        lines.append(f"{r['variant']:<18} {r['baseline']:<18} {r['seeds']:>5} {gap:>28} {fmt(r['p_holm'], '.3g'):>8} "
+                     f"{fmt(r['detectable'], '.4f'):>8}  {r['verdict']}")
+    return "\n".join(lines)
+
+
+def losses_figure(table: pd.DataFrame, rules: list[str], seeds, metric: str, size: str) -> bytes:
+    """Each seed's loss per rule, a seed's runs joined by a line (the pairing the test uses)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ..report.plots import color, figure_png, use_style
+
+    use_style()
+    fig, ax = plt.subplots(figsize=(1.6 + 1.4 * len(rules), 4))
+    wide = table[table["seed"].isin(seeds)].pivot(index="seed", columns="variant", values=metric)[rules]
+    for _, losses in wide.iterrows():
+        ax.plot(range(len(rules)), losses.to_numpy(), color="#bbbbbb", lw=0.8, zorder=1)
+    for k, rule in enumerate(rules):
+        ax.scatter([k] * len(wide), wide[rule], color=color(rule), zorder=2, s=22)
+    ax.set_xticks(range(len(rules)), rules, rotation=20)
+    ax.set_ylabel(f"{metric} (nats)")
+    ax.set_title(f"{size}: {metric} per seed ({len(wide)} seeds; lines join one seed's runs)")
+    return figure_png(fig)
+
+
+def write(folder: Path, request, rows: pd.DataFrame, table: pd.DataFrame, design: dict, provenance: dict,
+          command: str) -> list[Path]:
+    """Write the four files into ``folder`` (made if missing); their paths."""
+    folder.mkdir(parents=True, exist_ok=True)
+    out = rows[COLUMNS]
+    csv = folder / "verdict.csv"
+    tmp = csv.with_suffix(".csv.tmp")
+    out.to_csv(tmp, index=False)
+    tmp.replace(csv)
+    summary = {
+        "question": f"is each of {', '.join(request.variants)} better than {', '.join(request.baselines)} at size "
+                    f"{request.size}?",
+        "size": request.size, "metric": request.metric, "alpha": request.alpha, "margin": request.margin,
+        "test": "paired t over seeds (a seed fixes batches and evaluation windows for every rule); gap = baseline "
+                "- variant, > 0 when the variant's loss is lower",
+        "correction": f"Holm over the {len(out)} comparisons of this call (the TOST p-values likewise)",
+        "design": design, "overrides": request.overrides, "command": command, "git_commit": git_commit(),
+        "rrlib_version": __version__, "rows": json.loads(out.to_json(orient="records")), **provenance,
+    }
+    write_json_atomic(folder / "verdict.json", summary)
+    png = losses_figure(table, request.rules, design["seeds"], request.metric, request.size)
+    (folder / "verdict_losses.png").write_bytes(png)
+    (folder / "verdict.html").write_text(page(summary, out, png), encoding="utf-8")
+    return [folder / name for name in FILES]
+
+
+def page(summary: dict, rows: pd.DataFrame, png: bytes) -> str:
+    """verdict.html: the verdicts in words, the table, the figure, how strong the design was, the command."""
+    shown = rows[["variant", "baseline", "seeds", "gap", "ci_low", "ci_high", "p_holm", "detectable",
+                  "p_equivalent_holm", "verdict", "params_variant", "flops_per_token_variant",
+                  "step_per_flop_vs_standard_variant"]]
+    table = shown.to_html(index=False, float_format=lambda x: f"{x:.4g}", na_rep="n/a", border=0)
+    words = "\n".join(f"<li>{html.escape(sentence(r))}</li>" for r in rows.to_dict("records"))
+    design = summary["design"]
+    sized = (f"Seeds sized for a detectable gap of {design['target']:g} nats from a pilot of {design['pilot_seeds']}: "
+             f"{design['stopped']} at {len(design['seeds'])} seeds." if design.get("sized") else
+             f"{len(design['seeds'])} seeds, as asked.")
+    figure = base64.b64encode(png).decode()
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{html.escape(summary['question'])}</title>
+<style>
+{STYLE}
+</style>
+</head>
+<body>
+<h1>Verdict at size {html.escape(summary['size'])}</h1>
+<p class="sub">{html.escape(summary['question'])}</p>
+<ul>
+{words}
+</ul>
+{table}
+<p><img src="data:image/png;base64,{figure}" alt="{html.escape(summary['metric'])} per seed and rule"></p>
+<h2>How strong it is</h2>
+<p>Test: {html.escape(summary['test'])}. Correction: {html.escape(summary['correction'])}. "equivalent" needs the
+TOST p below {summary['alpha']:g} at a margin of ±{summary['margin']:g} nats; "inconclusive" means the design could
+not tell, and <em>detectable</em> is the smallest true gap it would have found with 80 % power. {html.escape(sized)}
+<em>step_per_flop_vs_standard</em> is the rule's training-step time over its FLOPs per token, divided by the
+standard residual's, measured in one process in interleaved rounds.</p>
+<h2>Reproduce</h2>
+<pre>{html.escape(summary['command'])}</pre>
+<p class="sub">rrlib {html.escape(summary['rrlib_version'])} at commit {html.escape(summary['git_commit'])};
+{len(summary['runs'])} runs, {summary['training_minutes']:.1f} training minutes in all.</p>
+</body>
+</html>
+"""

@@ -1,0 +1,129 @@
+"""Is rule A better than rule B? The paired comparison and the word it earns, for ``rrlib compare`` and the ledger.
+
+One function answers the question for every caller (``compare_pairs``), so a user's comparison and the report's
+own can never disagree on method. Per (variant, baseline) it takes the seeds both have and their per-seed
+difference on the metric (``fixed_loss`` unless told otherwise: every run is scored on the same held-out
+windows), and reports
+
+- ``gap``: the mean of baseline − variant (nats; > 0: the variant's loss is lower, i.e. better), its (1 − α)
+  paired t-interval and two-sided paired-t ``p``;
+- ``p_holm``: Holm's adjustment of ``p`` over the comparisons of the call (the family is what one call asks);
+- ``detectable``: the smallest true gap the design detects with 80 % power at level α (paired t, at the SD of
+  the differences it met; rrlib.report.stats.detectable_gap);
+- ``p_equivalent`` and its Holm adjustment: the TOST p that the true gap lies within ±``margin``;
+- ``verdict``: one word by ``verdict_word``.
+
+The verdict words, in order of precedence:
+
+==============  =====================================================================================
+better / worse  Holm p < α: the gap's sign decides
+equivalent      not better or worse, and the Holm-adjusted TOST p < α: any true gap is within ±margin
+inconclusive    neither: the design could not tell (its ``detectable`` gap says what it could have seen)
+==============  =====================================================================================
+
+The default margin, 0.01 nats, is about the smallest gain the Review paper reports (0.009–0.016 nats at 590M–1B
+against its two baselines): "equivalent" then means "no gain as large as the paper's". A margin of one's own
+belongs to the question, chosen before the runs.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+from scipy import stats as scipy_stats
+
+from .stats import detectable_gap, equivalence_p, holm
+
+ALPHA = 0.05
+DEFAULT_MARGIN = 0.01  # nats: the smallest gain the Review paper reports (see the module docstring)
+METRIC = "fixed_loss"
+WORDS = ("better", "worse", "equivalent", "inconclusive")
+
+
+def paired_gap(diffs, alpha: float = ALPHA, margin: float = DEFAULT_MARGIN) -> dict:
+    """The statistics of one paired comparison from its per-seed differences (baseline − variant)."""
+    d = np.asarray(diffs, dtype=float)
+    n = len(d)
+    out = {"seeds": n, "gap": d.mean() if n else np.nan, "sd": d.std(ddof=1) if n > 1 else np.nan,
+           "ci_low": np.nan, "ci_high": np.nan, "p": np.nan, "detectable": np.nan, "p_equivalent": np.nan}
+    if n < 2 or np.ptp(d) <= 1e-12 * max(1.0, np.abs(d).max()):
+        return out  # one seed, or no spread: no t statistic
+    se = out["sd"] / math.sqrt(n)
+    half = scipy_stats.t.ppf(1 - alpha / 2, n - 1) * se
+    out.update(ci_low=out["gap"] - half, ci_high=out["gap"] + half,
+               p=float(2 * scipy_stats.t.sf(abs(out["gap"] / se), n - 1)),
+               detectable=detectable_gap(out["sd"], n, alpha), p_equivalent=equivalence_p(d, margin))
+    return out
+
+
+def verdict_word(gap: float, p_holm: float, p_equivalent_holm: float, alpha: float = ALPHA) -> str:
+    """better, worse, equivalent or inconclusive (the table in the module docstring)."""
+    if np.isfinite(p_holm) and p_holm < alpha:
+        return "better" if gap > 0 else "worse"
+    if np.isfinite(p_equivalent_holm) and p_equivalent_holm < alpha:
+        return "equivalent"
+    return "inconclusive"
+
+
+def compare_pairs(table: pd.DataFrame, variants, baselines, metric: str = METRIC, margin: float = DEFAULT_MARGIN,
+                  alpha: float = ALPHA, seeds=None) -> pd.DataFrame:
+    """One row per (variant, baseline) of one size's results table (columns variant, seed and ``metric``).
+
+    ``seeds`` restricts the test to those seeds (default: every seed both variants have). A variant compared with
+    itself is skipped. Holm spans the rows returned.
+    """
+    missing = {"variant", "seed", metric} - set(table.columns)
+    if missing:
+        raise ValueError(f"the results table lacks {sorted(missing)}")
+    by_variant = {v: g.set_index("seed")[metric].dropna() for v, g in table.groupby("variant")}
+    rows = []
+    for variant in variants:
+        for baseline in baselines:
+            if baseline == variant:
+                continue
+            a, b = by_variant.get(variant, pd.Series(dtype=float)), by_variant.get(baseline, pd.Series(dtype=float))
+            shared = a.index.intersection(b.index)
+            if seeds is not None:
+                shared = shared.intersection(pd.Index(list(seeds)))
+            shared = shared.sort_values()
+            row = {"variant": variant, "baseline": baseline, "metric": metric, "margin": margin, "alpha": alpha,
+                   "mean_variant": a[shared].mean() if len(shared) else np.nan,
+                   "mean_baseline": b[shared].mean() if len(shared) else np.nan,
+                   "seed_list": " ".join(str(s) for s in shared)}
+            row.update(paired_gap(b[shared].to_numpy() - a[shared].to_numpy(), alpha, margin))
+            rows.append(row)
+    out = pd.DataFrame(rows)
+    if out.empty:
+        return out
+    out["p_holm"] = holm(out["p"])
+    out["p_equivalent_holm"] = holm(out["p_equivalent"])
+    out["verdict"] = [verdict_word(r.gap, r.p_holm, r.p_equivalent_holm, alpha) for r in out.itertuples()]
+    return out
+
+
+def seeds_needed(sd: float, target: float, alpha: float = ALPHA, most: int = 1000) -> int | None:
+    """The fewest seeds whose detectable gap (80 % power, paired) at this SD is at most ``target``; None past
+    ``most``."""
+    if not np.isfinite(sd) or sd <= 0:
+        return 2
+    for n in range(2, most + 1):
+        if detectable_gap(sd, n, alpha) <= target:
+            return n
+    return None
+
+
+def sentence(row) -> str:
+    """The verdict of one row in words, naming the variant and its baseline (never a fixed rule name)."""
+    gap = f"{row['gap']:+.4f} nats [{row['ci_low']:+.4f}, {row['ci_high']:+.4f}]"
+    seen = f"the design detects {row['detectable']:.4f} with 80 % power" if np.isfinite(row["detectable"]) else \
+        "no test (fewer than two seeds with spread)"
+    word = row["verdict"]
+    if word in ("better", "worse"):
+        return (f"{row['variant']} is {word} than {row['baseline']}: gap {gap}, Holm p {row['p_holm']:.3g} over "
+                f"{row['seeds']} seeds")
+    if word == "equivalent":
+        return (f"{row['variant']} is equivalent to {row['baseline']} within ±{row['margin']:g} nats (TOST Holm p "
+                f"{row['p_equivalent_holm']:.3g}): gap {gap} over {row['seeds']} seeds")
+    return (f"{row['variant']} against {row['baseline']}: inconclusive, gap {gap}, Holm p {row['p_holm']:.3g} "
+            f"over {row['seeds']} seeds; {seen}")

@@ -1,0 +1,179 @@
+"""Rules from outside the package: a file or module named by ``--rules``, by ``$RRLIB_RULES``, or installed under
+the ``rrlib.rules`` entry-point group.
+
+A rule of one's own is a class with ``@register("name")`` (rrlib.rules.protocol), in a file such as
+``my_rules.py``. Three ways bring it in, all through ``load_rules``:
+
+- ``--rules my_rules.py`` (or a module name, ``--rules mypkg.rules``; repeatable) on every command that builds a
+  model; the command line also writes what it loaded into ``$RRLIB_RULES``, so the processes it starts (the
+  report's notebook kernels, ``torchrun`` workers) load the same files;
+- ``RRLIB_RULES=my_rules.py:mypkg.rules`` (``os.pathsep``-separated) in the environment: importing
+  ``rrlib.rules`` loads them, which is how a papermill kernel or a DDP worker gets them;
+- an installed package that declares ``[project.entry-points."rrlib.rules"] name = "mypkg.rules"``: loaded when
+  ``rrlib.rules`` is imported.
+
+What a run records. Each rule from outside the package has a *source*: the SHA-256 of the file it was defined in,
+hashed from the very bytes that were executed (a file loaded here), or read when the class was registered (a
+module imported otherwise). ``rrlib.runs.presets.resolve_run`` puts it in the model's settings
+(``ModelConfig.rule_source``, part of the fingerprint) with its origin beside it (``rule_origin``, a file's name
+or a module's, not a path of this machine), so a rule file edited after its runs trained is another run, never
+"done already". The hash covers that one file: a rule that imports helpers from a second file of its own is not
+re-hashed when only the helper changes.
+
+Every failure is one sentence (ConfigError): a file that is not there or does not import, a module that cannot
+be found, a name that another rule has already taken.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+from .protocol import RULES, SOURCES, ConfigError
+
+ENV = "RRLIB_RULES"
+ENTRY_POINTS = __package__  # the group is named after this package: "rrlib.rules"
+_LOADED: dict[str, list[str]] = {}  # what each spec loaded (by its resolved path or module name): loaded once
+
+
+def sha256_of(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def load_rules(spec: str) -> list[str]:
+    """Import the rule file or module ``spec`` names; the rule names it registered. Loading one twice is a no-op.
+
+    A spec ending in ``.py``, or naming an existing file, is a file (relative to the current folder); anything
+    else is a module name to import.
+    """
+    spec = spec.strip()
+    if not spec:
+        raise ConfigError("an empty --rules value; give a rule file (my_rules.py) or a module name (mypkg.rules)")
+    path = Path(spec).expanduser()
+    # a folder that cannot be a module's name (a path) is a mistaken file, named as such by _load_file
+    as_file = spec.endswith(".py") or path.is_file() or (path.is_dir() and not spec.replace(".", "").isidentifier())
+    key = str(path.resolve()) if as_file else spec
+    if key in _LOADED:
+        return _LOADED[key]
+    before = set(RULES)
+    if as_file:
+        origin = f"file {path.name}"
+        _load_file(path, spec)
+    else:
+        origin = f"module {spec}"
+        _import_module(spec)
+    added = [name for name in RULES if name not in before]
+    for name in added:
+        SOURCES[name]["origin"] = origin
+    _LOADED[key] = added
+    return added
+
+
+def _load_file(path: Path, spec: str) -> None:
+    if path.is_dir():
+        raise ConfigError(f"--rules {spec!r} is a folder; give a rule file (a .py file) or a module name")
+    try:
+        source = path.read_bytes()
+    except OSError as err:
+        raise ConfigError(f"cannot read the rule file {spec!r} ({err.strerror or err}); give a .py file that "
+                          f"exists, or a module name") from None
+    name = f"rrlib_user_rules_{sha256_of(str(path.resolve()).encode())[:12]}_{path.stem}"
+    module_spec = importlib.util.spec_from_file_location(name, path)
+    if module_spec is None:
+        raise ConfigError(f"cannot load {spec!r} as Python; give a .py file or a module name")
+    module = importlib.util.module_from_spec(module_spec)
+    module.__rrlib_source__ = sha256_of(source)  # what register() records: the hash of the bytes executed here
+    sys.modules[name] = module  # so that dataclasses, pickling and tracebacks find it
+    try:
+        exec(compile(source, str(path), "exec"), module.__dict__)
+    except ConfigError as err:  # e.g. a name already taken, raised by register()
+        del sys.modules[name]
+        raise ConfigError(f"rule file {path.name}: {err}") from None
+    except Exception as err:  # a user's file: any error it raises is reported as one sentence, with its line
+        del sys.modules[name]
+        raise ConfigError(f"the rule file {path.name} does not import: {_where(err, path)}{type(err).__name__}: "
+                          f"{err}") from None
+
+
+def _import_module(spec: str) -> None:
+    try:
+        importlib.import_module(spec)
+    except ConfigError as err:
+        raise ConfigError(f"rule module {spec}: {err}") from None
+    except ModuleNotFoundError as err:
+        if err.name and spec.startswith(err.name):
+            raise ConfigError(f"no rule file or module {spec!r}: not a file here, and no module of that name can "
+                              f"be imported; give a .py file or an importable module name") from None
+        raise ConfigError(f"the rule module {spec} does not import: {err}") from None
+    except Exception as err:
+        raise ConfigError(f"the rule module {spec} does not import: {type(err).__name__}: {err}") from None
+
+
+def _where(err: Exception, path: Path) -> str:
+    """'line 12: ' for the deepest frame of the user's own file in the error's traceback (or of a syntax error)."""
+    if isinstance(err, SyntaxError) and err.lineno:
+        return f"line {err.lineno}: "
+    line = None
+    tb = err.__traceback__
+    while tb is not None:
+        if Path(tb.tb_frame.f_code.co_filename) == path:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return f"line {line}: " if line else ""
+
+
+def load_from_environment() -> list[str]:
+    """Load what ``$RRLIB_RULES`` names, then the installed ``rrlib.rules`` entry points; the names registered."""
+    names = []
+    for spec in filter(None, (s.strip() for s in os.environ.get(ENV, "").split(os.pathsep))):
+        names += load_rules(spec)
+    from importlib.metadata import entry_points
+
+    for point in entry_points(group=ENTRY_POINTS):
+        key = f"entry point {point.name}"
+        if key in _LOADED:
+            continue
+        before = set(RULES)
+        try:
+            point.load()
+        except ConfigError as err:
+            raise ConfigError(f"the installed rules {point.value!r} (entry point {point.name!r} of group "
+                              f"{ENTRY_POINTS}): {err}") from None
+        except Exception as err:
+            raise ConfigError(f"the installed rules {point.value!r} (entry point {point.name!r} of group "
+                              f"{ENTRY_POINTS}) do not import: {type(err).__name__}: {err}") from None
+        _LOADED[key] = [name for name in RULES if name not in before]
+        for name in _LOADED[key]:
+            SOURCES[name]["origin"] = f"entry point {point.name} ({point.value})"
+        names += _LOADED[key]
+    return names
+
+
+def export(specs) -> None:
+    """Add ``specs`` to ``$RRLIB_RULES`` (absolute paths for files), so child processes load them too."""
+    have = [s for s in os.environ.get(ENV, "").split(os.pathsep) if s]
+    for spec in specs:
+        path = Path(spec).expanduser()
+        entry = str(path.resolve()) if spec.endswith(".py") or path.is_file() else spec
+        if entry not in have:
+            have.append(entry)
+    os.environ[ENV] = os.pathsep.join(have)
+
+
+def add_rules_option(parser) -> None:
+    """``--rules`` on a command's argparse parser. The command line loads the files before any parser runs (so
+    ``--help`` and the valid choices list their rules); the option is declared on each parser for its help."""
+    parser.add_argument("--rules", action="append", default=[], metavar="FILE_OR_MODULE",
+                        help="a file (my_rules.py) or module of residual rules of one's own, each a class with "
+                             "@register(\"name\"); repeatable; also read from $" + ENV)
+
+
+def rule_source(variant: str) -> tuple[str | None, str | None]:
+    """(origin, sha256) of a rule from outside the package; (None, None) for rrlib's own rules."""
+    record = SOURCES.get(variant)
+    if record is None:
+        return None, None
+    return record["origin"], record["sha256"]
