@@ -242,7 +242,7 @@ class ManifoldHyperConnections(_HyperStreams):
         x̃  = rms(vec x) ∈ R^{1×nd}                            (one norm over all streams, flattened)
         H_pre  = σ(α_pre · x̃ φ_pre + b_pre)                    φ_pre, φ_post ∈ R^{nd×n}
         H_post = 2σ(α_post · x̃ φ_post + b_post)
-        H_res  = SinkhornKnopp(α_res · mat(x̃ φ_res) + b_res)  φ_res ∈ R^{nd×n²}, 20 iterations, fp32
+        H_res  = SinkhornKnopp(α_res · mat(x̃ φ_res) + b_res)  φ_res ∈ R^{nd×n²}, 20 iterations
 
     H_res is doubly stochastic, so the residual mixing neither grows nor shrinks the mean stream. Per unique
     sublayer: φ = [φ_pre | φ_post | φ_res] (zero at init, as HC's W; stored transposed, (n + n + n²) × nd, as
@@ -281,7 +281,8 @@ class ManifoldHyperConnections(_HyperStreams):
         nn.init.constant_(self.alpha, 0.01)
 
     def read_and_weigh(self, x, i, write=None):
-        """Step i's input H_pre x and its (H_post, H_res): (B, T, d), (B, T, n), (B, T, n, n), the weights fp32."""
+        """Step i's input H_pre x and its (H_post, H_res): (B, T, d), (B, T, n), (B, T, n, n), the weights in fp32
+        (fp64 in an fp64 model: rrlib.rules.depth_mixing.dispatch.at_least_fp32)."""
         k = self.shape.unique(i)
         return self.form(mhc_read_and_weigh, mhc_read_and_weigh_plain, x)(x, self.phi[k], self.alpha[k], self.bias[k],
                                                                        write)
