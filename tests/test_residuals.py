@@ -104,6 +104,10 @@ def test_scaled_epsilon_follows_the_looped_scaling_paper():
     assert _fresh("scaled", looped, scaling="loops").eps == pytest.approx(1 / (2 * 0.5))
     with pytest.raises(ConfigError, match="valid choices: depth, loops"):
         build_rule("scaled", looped, scaling="wrong")
+    # in the abstract's convention ε = λ_abstract/(N√L): λ = 1 here is λ_abstract = √12 (the docstring's note)
+    study = StreamShape(8, n_layers=2, n_loops=4)  # the looped study's L = 2
+    assert _fresh("scaled", study).eps == pytest.approx(math.sqrt(12) / (4 * math.sqrt(2)))
+    assert _fresh("scaled", study, lam=1 / math.sqrt(12)).eps == pytest.approx(1 / (4 * math.sqrt(2)))
 
 
 def test_bad_rule_option_is_one_sentence():

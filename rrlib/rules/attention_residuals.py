@@ -42,6 +42,12 @@ class BlockAttnRes(CrossDepthRule):
     cutting blocks across loops. ``block_size`` counts sublayers. The paper settles on about 8 blocks; our
     8–24-layer models (16–48 sublayers) get 4–12 with S = 4, which also keeps blocks on transformer-block edges.
     Unread in an unlooped model: ``queries[0]`` (the first sublayer has one source, which needs no score).
+
+    Against the public code that implements it (the Delta AttnRes authors' ``modeling_qwen3_attnres.py``, modes
+    ``block`` and ``full``): the same sources at every read, the head's own query included (``final_res_proj``);
+    its first sublayer of a block reads the completed block as its still-open partial sum, which is the same
+    source. It differs in the key norm (a ``Qwen3RMSNorm`` with a gain, eps 1e-6, ``train_scratch.py`` l. 117;
+    here eps 1e-5, rrlib.rules.cross_depth) and in counting blocks in layers, ⌈layers / num_blocks⌉.
     """
 
     def __init__(self, shape: StreamShape, block_size: int = 4, recompute: bool = False):
@@ -204,7 +210,8 @@ class BlockDeltaAttnRes(DeltaAttnRes):
       which only rescales its input, (1 + g_0)·x0, and its pre-norm removes that (up to its eps).
     - P counts sublayers, as ``attnres_block``'s block_size does; the code counts layers,
       ⌈layers / ``attnres_num_blocks``⌉ (8 blocks in its config class, 4 in ``train_scratch.py``). An even P
-      keeps blocks on transformer-block edges. At P = 4 the 8-sublayer ``family`` model routes over x0 and one delta; deeper models get more.
+      keeps blocks on transformer-block edges. At P = 4 the 8-sublayer ``family`` model routes over x0 and
+      one delta; deeper models get more.
     - Scores read the parameter-free rms with eps 1e-5 (rrlib.rules.cross_depth); the code's key norm is a
       ``Qwen3RMSNorm`` with a learned gain and ``rms_norm_eps`` = 1e-6 (``train_scratch.py`` l. 117). The code's
       default gate (``--gate_type bias``) is none, g ≡ 1, as ours is without ``identity_gate``.
