@@ -183,12 +183,16 @@ class BlockDeltaAttnRes(DeltaAttnRes):
     identity gate are Delta AttnRes's. When δ_k becomes a source is ``delta_timing``:
 
     - ``"block_start"`` (the default): K_i = {0, …, ⌊i/P⌋}. δ_k joins as soon as it is complete, so block k's
-      first sublayer, kP, reads it. For an even P that is the block-start layer's *attention* sublayer.
+      first sublayer, kP, reads it. For an even P that is the block-start layer's *attention* sublayer. In the
+      reference code (``modeling_qwen3_attnres.py`` at commit fc11c3e, whose line numbers are cited here) this
+      is the accumulation left commented out in the model's forward (l. 1104–1108: after a boundary layer,
+      append ``partial_block - block_start_partial``), read with the boundary its docstring names, the last
+      layer of a block.
     - ``"after_block_start"``: K_i = {0, …, ⌊(i−1)/P⌋}. δ_k joins after sublayer kP has read its sources, so
-      only the later sublayers of block k see it: for an even P, the block-start layer's MLP and on. This is the
-      reference code's timing (``modeling_qwen3_attnres.py``, mode ``delta_block``): its block-start layer reads
-      its sources for the attention sublayer at l. 573, runs attention at l. 577, and only then appends the new
-      source, at l. 588–592; the MLP reads at l. 603.
+      only the later sublayers of block k see it: for an even P, the block-start layer's MLP and on. This is
+      the reference code's timing as it runs (mode ``delta_block``): its block-start layer reads its sources
+      for the attention sublayer at l. 573, runs attention at l. 577, and only then appends the new source,
+      at l. 588–592; the MLP reads at l. 603.
 
     The two differ exactly at the reads i = kP, k ≥ 1 (tests/test_cross_depth.py). The default stays
     ``"block_start"`` because the committed ``delta_attnres_block`` runs were trained with it (switching would

@@ -211,7 +211,7 @@ class HyperConnections(_HyperStreams):
     Init (the paper's): A_m^0 = e_{k mod n} for unique sublayer k, A_r^0 = I, B^0 = 1, W = 0, s_α = s_β = 0.01.
     Every stream then carries exactly the standard pre-norm h and each sublayer reads one of them, so the model
     starts as the standard residual; the head reads Σ_j H_j = n·h, equal after the final RMSNorm up to its eps.
-    Against lucidrains' ``hyper-connections`` (``hyper_connections/hyper_connections.py``), which this rule
+    Against lucidrains' ``hyper-connections`` (``hyper_connections/hyper_connections.py`` at 4775103), which this rule
     equals at copied weights once the norms agree: H̄ there is an RMSNorm with a learned gain through
     ``F.normalize`` (eps 1e-12 on the L2 norm, l. 86–93; the paper uses a LayerNorm, its comment at l. 208),
     here the parameter-free rms with eps 1e-5; its read lane is ``layer_index mod n``, or a random lane when no
@@ -273,7 +273,7 @@ class ManifoldHyperConnections(_HyperStreams):
     matrices are at c = 4 (H_res ≈ 0.95·I).
 
     Conventions, against the paper (Eq. 7–9, §4.3.1, Table 5) and DeepSeek's reference functions (TileKernels,
-    ``tile_kernels/torch/mhc.py``, defaults in ``tile_kernels/modeling/mhc/functional.py`` l. 37–42):
+    ``tile_kernels/torch/mhc.py``, defaults in ``tile_kernels/modeling/mhc/functional.py`` l. 37–42, at 36d9e45):
 
     | what                | here    | paper                                  | DeepSeek's code                        |
     |---------------------|---------|----------------------------------------|----------------------------------------|
