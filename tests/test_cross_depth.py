@@ -23,6 +23,7 @@ OVERHEAD = {
     ("delta_attnres", (("identity_gate", True),)): U * D + U,
     ("delta_attnres_block", ()): U * D,
     ("delta_attnres_block", (("block_size", 2), ("identity_gate", True))): U * D + U,
+    ("delta_attnres_block", (("block_size", 2), ("delta_timing", "after_block_start"))): U * D,
     ("mgr", ()): U * (2 * D + N_STREAMS),  # w_β, w_α, b
     ("hc", ()): U * (N_STREAMS * (N_STREAMS + 2) + D * (N_STREAMS + 2) + 2),  # static, dynamic, s_α and s_β
     ("mhc", ()): U * ((N_STREAMS * D + 1) * (N_STREAMS ** 2 + 2 * N_STREAMS) + 3),  # φ, b, α
@@ -35,11 +36,14 @@ UNREAD = {"attnres": {"queries": [0]}, "attnres_block": {"queries": [0]}, "delta
 
 
 def unread(variant, options, n_loops):
-    """Rows an unlooped model never reads; Block Delta AttnRes's first block sees x0 alone."""
+    """Rows an unlooped model never reads; Block Delta AttnRes's first block sees x0 alone (and, with the reference
+    code's timing, the second block's first sublayer too)."""
     if n_loops > 1:
         return {}
     if variant == "delta_attnres_block":
-        return {"queries": list(range(dict(options).get("block_size", 4)))}
+        options = dict(options)
+        lag = options.get("delta_timing") == "after_block_start"
+        return {"queries": list(range(options.get("block_size", 4) + lag))}
     return UNREAD.get(variant, {})
 
 
@@ -224,6 +228,49 @@ def test_block_delta_attnres_sources_are_block_start_differences():
         torch.testing.assert_close(source.value, h[2 * k] - h[2 * (k - 1)])
         torch.testing.assert_close(source.value, u[2 * k - 2] + u[2 * k - 1])  # what block k − 1 added
     assert [rule.n_sources(i) for i in range(8)] == [1, 1, 2, 2, 3, 3, 4, 4]
+
+
+@pytest.mark.parametrize("block_size", [2, 3])
+def test_block_delta_timings_differ_exactly_at_the_block_start_reads(block_size):
+    """Fed the same outputs, the two timings read the same everywhere but at i = kP, k ≥ 1 (for P = 2 the
+    block-start layers' attention sublayers), where the reference code's timing reads the sources without δ_k."""
+    torch.manual_seed(4)
+    shape, x0 = StreamShape(16, n_layers=4), torch.randn(2, 5, 16)
+    outputs = [torch.randn(2, 5, 16) for _ in range(shape.n_steps)]
+    rules = {timing: build_rule("delta_attnres_block", shape, block_size=block_size, delta_timing=timing)
+             for timing in ("block_start", "after_block_start")}
+    perturb(rules["block_start"])
+    rules["after_block_start"].load_state_dict(rules["block_start"].state_dict())
+    reads = {}
+    for timing, rule in rules.items():
+        state, reads[timing] = rule.begin(x0), []
+        for i, u in enumerate(outputs):
+            reads[timing].append(rule.read(state, i))
+            state = rule.write(state, i, u)
+        torch.testing.assert_close(rule.end(state), x0 + sum(outputs))  # the head reads the stream either way
+    block_starts = set(range(block_size, shape.n_steps, block_size))
+    for i, (ours, reference) in enumerate(zip(reads["block_start"], reads["after_block_start"])):
+        # equal to rounding (a source's scores are one matmul over the queries from its first read on, which
+        # starts one row later under the lag), apart by O(1) where the timings differ
+        assert torch.allclose(ours, reference, rtol=1e-5, atol=1e-5) != (i in block_starts), i
+    lagged = rules["after_block_start"]
+    assert [lagged.n_sources(i) for i in range(shape.n_steps)] == [
+        1 + max(i - 1, 0) // block_size for i in range(shape.n_steps)]
+    # at zero queries the lagged read at a block start is h plus the mean of the sources before δ_k
+    with torch.no_grad():
+        lagged.queries.zero_()
+    state, h = lagged.begin(x0), x0
+    for i, u in enumerate(outputs):
+        if i in block_starts:
+            starts = [x0 + sum(outputs[:j], torch.zeros_like(x0)) for j in range(0, i, block_size)]
+            deltas = [x0] + [b - a for a, b in zip(starts, starts[1:])]
+            torch.testing.assert_close(lagged.read(state, i), h + _mean(deltas))
+        state, h = lagged.write(state, i, u), h + u
+
+
+def test_unknown_delta_timing_names_the_choices():
+    with pytest.raises(ConfigError, match="unknown delta_timing 'late'; valid choices: block_start, after_block_start"):
+        build_rule("delta_attnres_block", StreamShape(16, n_layers=3), delta_timing="late")
 
 
 def test_block_delta_attnres_with_identity_gate_is_exactly_standard_at_init():

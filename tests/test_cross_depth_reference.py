@@ -57,6 +57,23 @@ def delta_attnres(rule, x0, sublayer, steps):
     return h
 
 
+def block_delta_attnres(rule, x0, sublayer, steps):
+    """Step by step as the reference code's ``delta_block`` loop, with δ_k = h_{kP} − h_{(k−1)P}: the new delta
+    joins before block k's first read, or (the code's timing, ``rule.lag``) right after it."""
+    h, start, sources = x0, x0, [x0]
+    for i in range(steps):
+        opens = i > 0 and i % rule.block_size == 0  # step i opens a block: the one before it is complete
+        if opens and not rule.lag:
+            sources, start = sources + [h - start], h
+        k = rule.shape.unique(i)
+        routed = _attend(rule.queries[k], sources)
+        u = sublayer(i, h + (routed if rule.gates is None else rule.gates[k] * routed))
+        if opens and rule.lag:
+            sources, start = sources + [h - start], h
+        h = h + u
+    return h
+
+
 def mgr(rule, x0, sublayer, steps):
     streams, h, scale = x0.unsqueeze(0), x0, rule.shape.d_model ** -0.5
     for i in range(steps):
@@ -103,6 +120,8 @@ REFERENCES = {
     "attnres_block_2": ({"block_size": 2}, block_attnres),
     "delta_attnres": ({}, delta_attnres),
     "delta_attnres_gated": ({"identity_gate": True}, delta_attnres),
+    "delta_attnres_block_2": ({"block_size": 2}, block_delta_attnres),
+    "delta_attnres_block_lagged": ({"block_size": 2, "delta_timing": "after_block_start"}, block_delta_attnres),
     "mgr": ({}, mgr),
     "hc": ({}, hyper_streams(_hc_weights)),
     "mhc": ({}, hyper_streams(_mhc_weights)),
@@ -110,7 +129,7 @@ REFERENCES = {
 
 
 def _variant(case):
-    return case.rsplit("_", 1)[0] if case[-1].isdigit() or case.endswith("_gated") else case
+    return case.rsplit("_", 1)[0] if case[-1].isdigit() or case.endswith(("_gated", "_lagged")) else case
 
 
 def assert_float_close(actual, expected, msg=None):

@@ -92,7 +92,8 @@ def test_inverse_rms_kernel_matches_pytorch(kernels, monkeypatch, shape):
 def test_sinkhorn_kernel_matches_pytorch(kernels, monkeypatch, tokens):
     logits = torch.randn(2, tokens, 4, 4, **F64) * 2
     results = _with_and_without(monkeypatch, sinkhorn, [logits], torch.randn(2, tokens, 4, 4, **F64))
-    _assert_same(results, fp32=True)  # Sinkhorn always runs in fp32
+    assert results[0][0].dtype == torch.float64  # at least fp32: fp64 logits stay fp64, on both paths
+    _assert_same(results)
     rows = results[0][0].sum(-1)
     torch.testing.assert_close(rows, torch.ones_like(rows))  # rows sum to 1 after the last normalisation
 
@@ -124,15 +125,19 @@ def test_hc_step_kernels_match_pytorch(kernels, monkeypatch, n, d, written):
     _assert_same(_with_and_without(monkeypatch, _step(hc_read_and_weigh, written), inputs, grad))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["fp32", "fp64"])
 @pytest.mark.parametrize("written", [False, True], ids=["read", "write-and-read"])
 @pytest.mark.parametrize("tokens", [3, 70])  # under and over one chunk of the Sinkhorn kernel's 64 lanes
-def test_mhc_step_kernels_match_pytorch(kernels, monkeypatch, tokens, written):
-    n, d = 4, 5
-    streams, weight = torch.randn(tokens, n, d), torch.randn(2 * n + n * n, n * d) * 0.3
-    alpha, bias = torch.rand(3) + 0.5, torch.randn(2 * n + n * n)
-    inputs = [streams, weight, alpha, bias] + (_write_inputs(tokens, n, d) if written else [])
-    grad = torch.randn(tokens * (d + n + n * n + (n * d if written else 0)))
-    _assert_same(_with_and_without(monkeypatch, _step(mhc_read_and_weigh, written), inputs, grad), fp32=True)
+def test_mhc_step_kernels_match_pytorch(kernels, monkeypatch, tokens, written, dtype):
+    """fp64 streams get fp64 weights on both paths (at least fp32: the weights of fp32 streams stay fp32)."""
+    n, d, f = 4, 5, dict(dtype=dtype)
+    streams, weight = torch.randn(tokens, n, d, **f), torch.randn(2 * n + n * n, n * d, **f) * 0.3
+    alpha, bias = torch.rand(3, **f) + 0.5, torch.randn(2 * n + n * n, **f)
+    inputs = [streams, weight, alpha, bias] + (_write_inputs(tokens, n, d, **f) if written else [])
+    grad = torch.randn(tokens * (d + n + n * n + (n * d if written else 0)), **f)
+    results = _with_and_without(monkeypatch, _step(mhc_read_and_weigh, written), inputs, grad)
+    assert all(out.dtype == dtype for out, _ in results)
+    _assert_same(results, fp32=dtype == torch.float32)
 
 
 @pytest.mark.parametrize("k", [2, 4])

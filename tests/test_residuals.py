@@ -1,9 +1,11 @@
 """Each residual rule's formula at init, and the registry's contract."""
+import copy
 import math
 
 import pytest
 import torch
 
+from rrlib.model import GPT, ModelConfig
 from rrlib.rules import RULES, ConfigError, StreamShape, build_rule
 from rrlib.rules.protocol import rms
 
@@ -102,6 +104,10 @@ def test_scaled_epsilon_follows_the_looped_scaling_paper():
     assert _fresh("scaled", looped, scaling="loops").eps == pytest.approx(1 / (2 * 0.5))
     with pytest.raises(ConfigError, match="valid choices: depth, loops"):
         build_rule("scaled", looped, scaling="wrong")
+    # in the abstract's convention ε = λ_abstract/(N√L): λ = 1 here is λ_abstract = √12 (the docstring's note)
+    study = StreamShape(8, n_layers=2, n_loops=4)  # the looped study's L = 2
+    assert _fresh("scaled", study).eps == pytest.approx(math.sqrt(12) / (4 * math.sqrt(2)))
+    assert _fresh("scaled", study, lam=1 / math.sqrt(12)).eps == pytest.approx(1 / (4 * math.sqrt(2)))
 
 
 def test_bad_rule_option_is_one_sentence():
@@ -117,3 +123,27 @@ def test_looped_rule_reuses_unique_parameters():
     with torch.no_grad():
         rule.gates[2].bias.fill_(1.0)
     torch.testing.assert_close(rule.write(h, 2, u), rule.write(h, 2 + 6 * 3, u))
+
+
+@pytest.mark.parametrize("native_setting", ["1", "0"], ids=["kernels", "pytorch"])
+@pytest.mark.parametrize("variant", list(RULES))
+def test_every_rule_runs_forward_and_backward_in_float64(monkeypatch, variant, native_setting):
+    """A float64 model stays float64 through every registered rule, on both code paths (rrlib.rules.native's CPU
+    kernels where they apply, and ``RRLIB_NATIVE=0``), with float64 gradients, and computes what the float32
+    model computes, to float32 rounding."""
+    monkeypatch.setenv("RRLIB_NATIVE", native_setting)
+    torch.manual_seed(0)
+    single = GPT(ModelConfig(d_model=32, n_layers=3, n_heads=4, seq_len=16, vocab_size=97, variant=variant))
+    with torch.no_grad():  # off the init, so that no gate or coefficient hides a path behind a zero
+        for p in single.rule.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    double = copy.deepcopy(single).double()
+    idx = torch.randint(0, 97, (2, 16))
+    hidden = double.hidden(idx)
+    assert hidden.dtype == torch.float64
+    (hidden * torch.randn(hidden.shape, dtype=torch.float64)).sum().backward()
+    for name, p in double.named_parameters():
+        assert p.grad is not None and p.grad.dtype == torch.float64 and torch.isfinite(p.grad).all(), name
+    assert double.wte.weight.grad.abs().max() > 0
+    expected = single.hidden(idx)
+    torch.testing.assert_close(hidden.float(), expected, rtol=1e-4, atol=1e-4 * expected.abs().max().item())

@@ -11,7 +11,7 @@ from torch import nn
 
 from .cross_depth import CrossDepthRule, positive_int
 from .depth_mixing.attention import depth_attention_macs, route, scored
-from .protocol import StreamShape, register
+from .protocol import ConfigError, StreamShape, register
 
 
 class _Blocks(NamedTuple):
@@ -42,6 +42,12 @@ class BlockAttnRes(CrossDepthRule):
     cutting blocks across loops. ``block_size`` counts sublayers. The paper settles on about 8 blocks; our
     8–24-layer models (16–48 sublayers) get 4–12 with S = 4, which also keeps blocks on transformer-block edges.
     Unread in an unlooped model: ``queries[0]`` (the first sublayer has one source, which needs no score).
+
+    Against the public code that implements it (the Delta AttnRes authors' ``modeling_qwen3_attnres.py``, modes
+    ``block`` and ``full``): the same sources at every read, the head's own query included (``final_res_proj``);
+    its first sublayer of a block reads the completed block as its still-open partial sum, which is the same
+    source. It differs in the key norm (a ``Qwen3RMSNorm`` with a gain, eps 1e-6, ``train_scratch.py`` l. 117;
+    here eps 1e-5, rrlib.rules.cross_depth) and in counting blocks in layers, ⌈layers / num_blocks⌉.
     """
 
     def __init__(self, shape: StreamShape, block_size: int = 4, recompute: bool = False):
@@ -169,43 +175,76 @@ class BlockDeltaAttnRes(DeltaAttnRes):
     r"""Block Delta AttnRes (arXiv:2605.18855, the paper's recommended form): Delta AttnRes over block deltas.
 
         h_{i+1} = h_i + u_i                                                   (the standard residual, kept)
-        x_i     = h_i + g_i · \sum_{k=0}^{⌊i/P⌋} softmax_k(w_iᵀ rms(δ_k)) · δ_k
+        x_i     = h_i + g_i · \sum_{k ∈ K_i} softmax_k(w_iᵀ rms(δ_k)) · δ_k
         δ_0 = h_0 = x0,    δ_k = h_{kP} − h_{(k−1)P}                          (P = ``block_size`` sublayers)
 
-    δ_k is what block k − 1 added to the stream, from its start state to the next block's start state. A
-    block's delta joins the sources when the block is complete, before the first sublayer of the next block
-    reads; the open block is not a source (its work so far is already in h_i). The head reads h. Queries and
-    the optional identity gate are Delta AttnRes's.
+    δ_k is what block k − 1 added to the stream, from its start state to the next block's start state. The
+    open block is not a source (its work so far is already in h_i). The head reads h. Queries and the optional
+    identity gate are Delta AttnRes's. When δ_k becomes a source is ``delta_timing``:
 
-    Choices, against the reference code (``modeling_qwen3_attnres.py``, mode ``delta_block``):
+    - ``"block_start"`` (the default): K_i = {0, …, ⌊i/P⌋}. δ_k joins as soon as it is complete, so block k's
+      first sublayer, kP, reads it. For an even P that is the block-start layer's *attention* sublayer. In the
+      reference code (``modeling_qwen3_attnres.py`` at commit fc11c3e, whose line numbers are cited here) this
+      is the accumulation left commented out in the model's forward (l. 1104–1108: after a boundary layer,
+      append ``partial_block - block_start_partial``), read with the boundary its docstring names, the last
+      layer of a block.
+    - ``"after_block_start"``: K_i = {0, …, ⌊(i−1)/P⌋}. δ_k joins after sublayer kP has read its sources, so
+      only the later sublayers of block k see it: for an even P, the block-start layer's MLP and on. This is
+      the reference code's timing as it runs (mode ``delta_block``): its block-start layer reads its sources
+      for the attention sublayer at l. 573, runs attention at l. 577, and only then appends the new source,
+      at l. 588–592; the MLP reads at l. 603.
+
+    The two differ exactly at the reads i = kP, k ≥ 1 (tests/test_cross_depth.py). The default stays
+    ``"block_start"`` because the committed ``delta_attnres_block`` runs were trained with it (switching would
+    change their numbers and fingerprints), and because it is the formula: δ_k is known before sublayer kP
+    reads, and nothing we could read of the paper (its abstract) withholds it from that read; the reference
+    code's one-sublayer lag follows from where its loop body appends (inside the layer, after attention), not
+    from a stated rule.
+
+    Choices, against the reference code:
 
     - Sources are differences of consecutive block-*start* states, as δ is defined. The code appends
-      ``partial_block - blocks[-1]``, and ``blocks[-1]`` is the previous *delta*, not the previous boundary
-      state, so from the third source on it routes alternating sums (h_{2P} − h_P + h_0, …).
+      ``partial_block - blocks[-1]`` (l. 592), and ``blocks[-1]`` is the previous *delta*, not the previous
+      boundary state, so from the third source on it routes alternating sums (h_{2P} − h_P + h_0, …).
     - Boundaries are block starts: the code's ``is_block_boundary`` tests ``layer_idx % lpb == 0`` (the first
-      layer of a block, whose attention sublayer sees the new source), though its comment says "last in its
-      block"; we follow the test, which is what δ_k needs.
-    - P counts sublayers, as ``attnres_block``'s block_size does; an even P keeps blocks on transformer-block
-      edges, as the code's layers-per-block do. At P = 4 the 8-sublayer ``family`` model routes over x0 and
+      layer of a block), though its docstring says "last in its block" (an earlier version's
+      ``(layer_idx + 1) % lpb``); we follow the test, which is what δ_k needs.
+    - Under either timing x0 is a source from the first read on, as in Delta AttnRes: the code's first
+      attention sublayer routes nothing (its source list is still empty at l. 573), ours routes over x0 alone,
+      which only rescales its input, (1 + g_0)·x0, and its pre-norm removes that (up to its eps).
+    - P counts sublayers, as ``attnres_block``'s block_size does; the code counts layers,
+      ⌈layers / ``attnres_num_blocks``⌉ (8 blocks in its config class, 4 in ``train_scratch.py``). An even P
+      keeps blocks on transformer-block edges. At P = 4 the 8-sublayer ``family`` model routes over x0 and
       one delta; deeper models get more.
+    - Scores read the parameter-free rms with eps 1e-5 (rrlib.rules.cross_depth); the code's key norm is a
+      ``Qwen3RMSNorm`` with a learned gain and ``rms_norm_eps`` = 1e-6 (``train_scratch.py`` l. 117). The code's
+      default gate (``--gate_type bias``) is none, g ≡ 1, as ours is without ``identity_gate``.
 
-    Unread in an unlooped model: ``queries[:P]`` (the first block's sublayers see x0 alone).
+    Unread in an unlooped model: the queries of the reads that see x0 alone, ``queries[:P]`` under
+    ``"block_start"`` and ``queries[:P+1]`` under ``"after_block_start"``.
     """
 
+    DELTA_TIMINGS = ("block_start", "after_block_start")
+
     def __init__(self, shape: StreamShape, block_size: int = 4, identity_gate: bool = False,
-                 recompute: bool = False):
+                 delta_timing: str = "block_start", recompute: bool = False):
+        if delta_timing not in self.DELTA_TIMINGS:
+            raise ConfigError(f"unknown delta_timing {delta_timing!r}; valid choices: {', '.join(self.DELTA_TIMINGS)}")
         super().__init__(shape, identity_gate, recompute)
         self.block_size = positive_int("block_size", block_size)
+        self.lag = int(delta_timing == "after_block_start")  # steps from δ_k's completion to the write that adds it
 
     def begin(self, x0):
         return super().begin(x0)._replace(start=x0)
 
     def write(self, state, i, u):
         h = state.h + u
-        if (i + 1) % self.block_size or i + 1 == self.shape.n_steps:  # inside a block, or the head's turn
-            return state._replace(h=h)
-        delta = self.mixing(scored, h - state.start, state.queries, i + 1)
-        return state._replace(h=h, sources=state.sources + [delta], start=h)
+        # δ_k is complete when step kP − 1 has written; with the lag it joins one step later, after read kP
+        done = state.h if self.lag else h  # the stream at the boundary being closed, if step i closes one
+        if (i + 1 - self.lag) % self.block_size or i + 1 - self.lag == 0 or i + 1 == self.shape.n_steps:
+            return state._replace(h=h)  # inside a block, or the head's turn (the head does not route)
+        delta = self.mixing(scored, done - state.start, state.queries, i + 1)
+        return state._replace(h=h, sources=state.sources + [delta], start=done)
 
     def n_sources(self, i):
-        return 1 + i // self.block_size
+        return 1 + max(i - self.lag, 0) // self.block_size

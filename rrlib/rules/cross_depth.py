@@ -14,9 +14,14 @@ rrlib.rules.multi_stream's (MGR, HC, mHC).
 
 Choices shared by every rule here:
 
-- Scores read the parameter-free ``rms``. The papers put an RMSNorm (HC's code: a LayerNorm) in front of a
+- Scores read the parameter-free ``rms``. The papers put an RMSNorm (HC's paper: a LayerNorm) in front of a
   learned read-out w or φ; a gain g there is a reparametrisation, (g ⊙ k)ᵀw = kᵀ(g ⊙ w), that adds d
-  parameters per sublayer and no function the model could not already express.
+  parameters per sublayer and no function the model could not already express. Its eps is 1e-5 inside the
+  root (``RMS_EPS``) for every rule; the reference codes differ (each rule's docstring names the source):
+  the Delta AttnRes code 1e-6, lucidrains' HC 1e-12 on the L2 norm, DeepSeek's mHC code 1e-6 (and the mHC
+  paper's table 1e-20). The difference shows where a source's mean square is small against the eps: the
+  embedding at init (rms 0.028) gets scores 0.6% smaller in magnitude here than with 1e-6, an output of rms 1
+  by 5e-6.
 - Parameters are stacked over the unique sublayers and picked with ``shape.unique(i)``, so a looped model keeps
   the count of its L unique layers while the number of sources grows with the step index. A few rows are
   never read by an unlooped model (named per rule; a looped model reads them in its later loops), but every

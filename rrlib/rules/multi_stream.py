@@ -71,8 +71,16 @@ class MultiGateResiduals(CrossDepthRule):
     ln(√(D/D_base)(1 + e^{−b_base}) − n) and zero stream logits, every β_i = σ(b_base)·√(D_base/D) whatever n is.
     Under the sigmoid gate used here the same bias gives β = 1/(1 + √(D/D_base)(1 + e^{−b_base}) − n): 0.055
     at n = 4, D = 21, against σ(−3) = 0.047 (equal for n = 1). Kept as written until the paper's text settles it.
-    Choice: the first n − 1 sublayers only append (the gates start once there are n streams), so
-    ``gate_queries[:n-1]`` and ``gate_bias[:n-1]`` are unread in an unlooped model.
+    Choice (seeding): the streams start as x0 alone and the first n − 1 sublayers only append their outputs
+    (the gates start once there are n streams), so ``gate_queries[:n-1]`` and ``gate_bias[:n-1]`` are unread in
+    an unlooped model. The one public port we found (burn-mamba's ``modules::multi_gate``) seeds all n streams
+    with the stack input, so its gates act from the first sublayer on n copies of x0; the paper's own text on
+    this is in the part we could not read.
+
+    Searched for the competitive gate (for an option): the paper's page (arxiv.org/html/2605.23259v1, stored
+    from its beginning: abstract and introduction only), the stored web pages and public code for "Multi-Gate
+    Residuals", "competitive gate", "softmax gate" with carry and stream logits. Nothing gave its equation; the
+    burn-mamba port names it and leaves it out. So no option until the text can be read.
     """
 
     def __init__(self, shape: StreamShape, n_streams: int = 4, recompute: bool = False):
@@ -203,6 +211,12 @@ class HyperConnections(_HyperStreams):
     Init (the paper's): A_m^0 = e_{k mod n} for unique sublayer k, A_r^0 = I, B^0 = 1, W = 0, s_α = s_β = 0.01.
     Every stream then carries exactly the standard pre-norm h and each sublayer reads one of them, so the model
     starts as the standard residual; the head reads Σ_j H_j = n·h, equal after the final RMSNorm up to its eps.
+    Against lucidrains' ``hyper-connections`` (``hyper_connections/hyper_connections.py`` at 4775103), which this rule
+    equals at copied weights once the norms agree: H̄ there is an RMSNorm with a learned gain through
+    ``F.normalize`` (eps 1e-12 on the L2 norm, l. 86–93; the paper uses a LayerNorm, its comment at l. 208),
+    here the parameter-free rms with eps 1e-5; its read lane is ``layer_index mod n``, or a random lane when no
+    index is given (l. 215), here k mod n for unique sublayer k; s_α (shared by A_m and A_r) and s_β start at
+    0.01 (l. 235, 247) and the head sums the streams (l. 61), as here.
     Storage: ``static`` holds [A_m^0 | A_r^0 | B^0ᵀ] per stream (n × (n+2)), ``dynamic`` holds
     [W_m | W_r | W_β]ᵀ ((n+2) × d, laid out as ``nn.Linear`` keeps its weight: the projection's backward on CPU
     took 2.2 ms against 0.8 in the d × (n+2) layout at the family size) and ``scales`` (s_α, s_β).
@@ -242,7 +256,7 @@ class ManifoldHyperConnections(_HyperStreams):
         x̃  = rms(vec x) ∈ R^{1×nd}                            (one norm over all streams, flattened)
         H_pre  = σ(α_pre · x̃ φ_pre + b_pre)                    φ_pre, φ_post ∈ R^{nd×n}
         H_post = 2σ(α_post · x̃ φ_post + b_post)
-        H_res  = SinkhornKnopp(α_res · mat(x̃ φ_res) + b_res)  φ_res ∈ R^{nd×n²}, 20 iterations, fp32
+        H_res  = SinkhornKnopp(α_res · mat(x̃ φ_res) + b_res)  φ_res ∈ R^{nd×n²}, 20 iterations
 
     H_res is doubly stochastic, so the residual mixing neither grows nor shrinks the mean stream. Per unique
     sublayer: φ = [φ_pre | φ_post | φ_res] (zero at init, as HC's W; stored transposed, (n + n + n²) × nd, as
@@ -257,6 +271,26 @@ class ManifoldHyperConnections(_HyperStreams):
     one. The diagonal stays moderate because 20 Sinkhorn rounds converge slowly near a permutation: measured
     for n = 4 with logits c·I + noise of std 0.3, no column sum is off by more than 1e-3 at c = 2, but 76% of
     matrices are at c = 4 (H_res ≈ 0.95·I).
+
+    Conventions, against the paper (Eq. 7–9, §4.3.1, Table 5) and DeepSeek's reference functions (TileKernels,
+    ``tile_kernels/torch/mhc.py``, defaults in ``tile_kernels/modeling/mhc/functional.py`` l. 37–42, at 36d9e45):
+
+    | what                | here    | paper                                  | DeepSeek's code                        |
+    |---------------------|---------|----------------------------------------|----------------------------------------|
+    | eps in the RMS root | 1e-5    | none (Eq. 15); Table 5's norm ε: 1e-20 | 1e-6 (``norm_eps``)                    |
+    | eps on H_pre        | none    | none (Eq. 8)                           | σ(·) + 1e-6 (``pre_eps``)              |
+    | eps in Sinkhorn     | none    | none (Eq. 9)                           | 1e-6 after the softmax, in every sum   |
+    | Sinkhorn rounds     | 20      | t_max = 20 (§4.2, Table 5)             | 10 (``sinkhorn_repeat``)               |
+    | H_post              | 2σ(·)   | 2σ(·) (Eq. 8)                          | σ(·) · ``post_mult_value`` (default 1) |
+    | norm gain           | none    | folded into φ (§4.3.1)                 | optional ``norm_weight``               |
+    | head read-out       | Σ_j x_j | not in the text                        | ``mhc_head``: learned σ(·) + eps       |
+    | n (its "heads")     | 4       | 4 (Table 5)                            | ``mhc_mult`` = 4                       |
+
+    The code applies its matrix transposed, x' = Hᵀx (``mhc.py`` l. 62), and starts Sinkhorn with a softmax
+    over rows, then columns; on Hᵀ that is the paper's exp, T_c, T_r order, so H_res here is the code's Hᵀ
+    (φ_res's n × n columns transposed), the same map. The rounds, the multiplier and the eps-free H_pre and
+    Sinkhorn follow the paper; the RMS eps is every cross-depth rule's (rrlib.rules.cross_depth); the head sums
+    the streams, as HC's code does, rather than learning one more read-out.
     """
 
     PRE_LANE_LOGIT = 4.0
@@ -281,7 +315,8 @@ class ManifoldHyperConnections(_HyperStreams):
         nn.init.constant_(self.alpha, 0.01)
 
     def read_and_weigh(self, x, i, write=None):
-        """Step i's input H_pre x and its (H_post, H_res): (B, T, d), (B, T, n), (B, T, n, n), the weights fp32."""
+        """Step i's input H_pre x and its (H_post, H_res): (B, T, d), (B, T, n), (B, T, n, n), the weights in fp32
+        (fp64 in an fp64 model: rrlib.rules.depth_mixing.dispatch.at_least_fp32)."""
         k = self.shape.unique(i)
         return self.form(mhc_read_and_weigh, mhc_read_and_weigh_plain, x)(x, self.phi[k], self.alpha[k], self.bias[k],
                                                                        write)

@@ -228,15 +228,24 @@ class Scaled(ResidualRule):
     r"""Fixed residual scaling for looped models (Wang et al., 2026, arXiv 2606.18524): h' = h + ε·u.
 
         ε = λ · N^(−p) · (L / 12)^(−1/2)     L unique blocks, looped N times
-        p = 1    (``scaling="depth"``, the paper's factored λ/(N·√m_L), m_L = L/12)
+        p = 1    (``scaling="depth"``, the paper's factored rule, λ/(N·√m_L) with m_L = L/12: see below)
         p = 1/2  (``scaling="loops"``, the 1/√N rule the paper tests it against, with the same depth factor)
 
     As in the paper: ε multiplies each sublayer's update (attention and MLP alike; the factor 2 of two
-    branches per block is absorbed into λ), L counts blocks relative to its reference depth of 12, λ = 1 is
-    not tuned, and ε *owns* the depth scaling, so the output projections start at N(0, 0.02) like every other
-    weight instead of also shrinking by 1/√(2·L·N) (``owns_depth_scaling``). Not followed: the paper's
-    per-group learning rates (the looped stack at η·m_L^(−1/2)); at a fixed L that is one constant factor for
-    every N, so it moves the whole learning-rate curve but not whether its optimum moves with N.
+    branches per block is absorbed into λ), λ = 1 is not tuned, and ε *owns* the depth scaling, so the output
+    projections start at N(0, 0.02) like every other weight instead of also shrinking by 1/√(2·L·N)
+    (``owns_depth_scaling``). Not followed: the paper's per-group learning rates (the looped stack at
+    η·m_L^(−1/2)); at a fixed L that is one constant factor for every N, so it moves the whole learning-rate
+    curve but not whether its optimum moves with N.
+
+    The reference depth 12, and λ in the paper's convention. The paper's abstract and introduction (the part of
+    its text we could read; arxiv.org/html/2606.18524) write ε = λ/(N√L), with L the unique layers: no
+    reference depth. m_L = L/12 is how this rule was first written, as the paper's body factors it; that
+    reference depth is not in the text we could read. So ε here is the abstract's with λ_abstract = √12 · λ: the
+    default λ = 1 is λ_abstract = √12 ≈ 3.46 (ε = √6/N ≈ 2.45/N at the looped study's L = 2, where λ_abstract
+    = 1 would give 0.71/N). Whether the paper's experiments used λ_abstract = 1 or √12 is not settled by the
+    text we have; the study's question (does the best learning rate move with N?) compares N at one L, where
+    λ is one constant for every N.
     """
 
     owns_depth_scaling = True

@@ -15,6 +15,13 @@ def full_precision(x: torch.Tensor):
     return torch.autocast(x.device.type, enabled=False)
 
 
+def at_least_fp32(x: torch.Tensor) -> torch.Tensor:
+    """``x`` in fp32, or in its own dtype where that is wider: mHC's weights and Sinkhorn never run below fp32
+    (bf16's 8 mantissa bits would put every normalised sum off by up to 0.4%), and an fp64 model stays fp64,
+    so that its weights meet its fp64 streams in the write."""
+    return x.to(torch.promote_types(x.dtype, torch.float32))
+
+
 def kernels_for(*tensors: torch.Tensor):
     """rrlib.rules.native's CPU kernels where they apply to ``tensors`` (all contiguous fp32 or fp64 on the CPU, one
     dtype), else None: the PyTorch form, which computes the same formula (CUDA, bf16, or no kernels built)."""

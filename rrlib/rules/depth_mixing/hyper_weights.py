@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from .dispatch import kernels_for
+from .dispatch import at_least_fp32, kernels_for
 from .norms import SINKHORN_ITERS, project_rows, projected_rms, projection_grads, sinkhorn
 from .streams import stream_read, stream_write
 
@@ -90,10 +90,9 @@ def mhc_read_and_weigh(streams: torch.Tensor, weight: torch.Tensor, alpha: torch
                        write: tuple | None = None):
     """(x, (h, H_post, H_res)): the streams x (…, n, d), mHC's step input h = H_pre x and the step's (H_post,
     H_res), from φ (2n + n², n·d), ``alpha`` (α_pre, α_post, α_res) and ``bias``: (…, d), (…, n), (…, n, n), the
-    weights in fp32. ``write`` as ``hc_read_and_weigh``'s."""
-    # the kernels make the weights in the streams' dtype, and mHC's weights are fp32: fp64 streams (tests) take
-    # the PyTorch path, which casts the projection
-    if kernels_for(streams, weight, alpha, bias, *(write or ())) is None or streams.dtype != torch.float32:
+    weights in at least fp32 (``at_least_fp32``). ``write`` as ``hc_read_and_weigh``'s."""
+    # the kernels make the weights in the streams' dtype, fp32 or fp64, which is what at_least_fp32 gives there
+    if kernels_for(streams, weight, alpha, bias, *(write or ())) is None:
         return mhc_read_and_weigh_plain(streams, weight, alpha, bias, write)
     return _step(streams, write, weight, 1, _MHC, alpha, bias)
 
@@ -106,8 +105,8 @@ def mhc_read_and_weigh_plain(streams, weight, alpha, bias, write=None):
 
 
 def mhc_weights_plain(projected, alpha, bias, n, iters=SINKHORN_ITERS):
-    """(H_pre, H_post, H_res) from x̃ φ (…, 2n + n²), as PyTorch operations, in fp32."""
-    logits = spread(alpha, [n, n, n * n]) * projected.float() + bias
+    """(H_pre, H_post, H_res) from x̃ φ (…, 2n + n²), as PyTorch operations, in fp32 (fp64 from fp64)."""
+    logits = spread(alpha, [n, n, n * n]) * at_least_fp32(projected) + bias
     pre, post = torch.sigmoid(logits[..., :n]), 2 * torch.sigmoid(logits[..., n:2 * n])
     return pre, post, sinkhorn(logits[..., 2 * n:].unflatten(-1, (n, n)), iters)
 

@@ -7,7 +7,7 @@ import torch
 
 from .. import native
 from ..protocol import RMS_EPS
-from .dispatch import kernels_for
+from .dispatch import at_least_fp32, kernels_for
 
 SINKHORN_ITERS = 20  # mHC's t_max
 
@@ -110,8 +110,8 @@ def sinkhorn(logits: torch.Tensor, iters: int = SINKHORN_ITERS) -> torch.Tensor:
     r"""Sinkhorn-Knopp onto the doubly stochastic matrices (mHC):  M_0 = exp(logits),  M_t = T_r(T_c(M_{t-1})).
 
     T_c and T_r divide by column and row sums; after ``iters`` rounds the rows sum to 1 exactly and the columns
-    nearly. Always fp32, also under autocast: bf16 keeps 8 mantissa bits, so every normalised sum would be off
-    by up to 0.4%, and the n×n matrices cost nothing to keep in fp32.
+    nearly. At least fp32 (``at_least_fp32``: fp64 logits stay fp64), also under autocast: bf16 keeps 8 mantissa
+    bits, so every normalised sum would be off by up to 0.4%, and the n×n matrices cost nothing to keep in fp32.
 
     The iterations run on the matrices laid out (n, n, tokens), so every sum and division is a contiguous,
     vectorised pass over the tokens rather than a reduction over runs of n values: at the ``family`` size on
@@ -120,7 +120,7 @@ def sinkhorn(logits: torch.Tensor, iters: int = SINKHORN_ITERS) -> torch.Tensor:
     a time in one loop, forward and backward (``_NativeSinkhorn``): 0.8 ms against 1.7.
     """
     with torch.autocast(logits.device.type, enabled=False):
-        m = logits.float().contiguous()
+        m = at_least_fp32(logits).contiguous()
         if kernels_for(m) is not None:
             return _NativeSinkhorn.apply((m - m.amax((-2, -1), keepdim=True).detach()).exp(), iters)
         m = m.movedim((-2, -1), (0, 1))
