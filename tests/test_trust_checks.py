@@ -410,7 +410,8 @@ def test_an_out_that_is_a_file_or_under_one_is_refused_before_anything(tmp_path,
     code, err = cli(capsys, "bench", "--size", "tiny", "--variants", "review", "--device", "cpu", "--steps", "1",
                     "--out", str(afile / "bench.json"))
     assert code == 2 and f"{afile} is a file, not a folder" in err and err.count("\n") == 1
-    with pytest.raises(DataError, match="set data.cache_dir to a folder you can write"):
+    with pytest.raises(ConfigError, match=rf"cannot write {afile / 'cache'}: {afile} is a file, not a folder; give "
+                                          r"data.cache_dir a folder"):
         train_run(tiny(tmp_path, data={"cache_dir": str(afile / "cache")}), progress=False)
     assert afile.read_text() == "" and not (tmp_path / "runs").exists()
 

@@ -270,3 +270,12 @@ def test_data_that_is_not_stories_is_one_sentence_naming_the_users_file(tmp_path
                     f"data.cache_dir={tmp_path / 'cache'}", "--out", str(tmp_path / "o"))
     assert code == 2 and message.format(path=path) in err and err.count("\n") == 1, err
     assert not (tmp_path / "o").exists()
+
+
+def test_the_benchmark_names_a_bad_paper_table_before_it_measures(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("rrlib.speed.bench.bench_size", lambda *a, **k: pytest.fail("measured before the refusal"))
+    csv = paper_csv(tmp_path, HEADER + "60M,review,0,59,8000,1.7,0.01,soon\n")
+    code, err = cli(capsys, "bench", "--size", "tiny", "--variants", "review", "--device", "cpu", "--paper-csv", csv,
+                    "--out", str(tmp_path / "b.json"))
+    assert code == 2 and "paper.csv line 2: minutes must be a positive number, got 'soon'" in err
+    assert not (tmp_path / "b.json").exists()

@@ -54,8 +54,9 @@ def claimed(run: RunConfig, move_aside: bool = False) -> tuple[RunConfig, dict |
     """What the run's folder holds, checked against ``run``: (the run with 'auto' settled, its result if done).
 
     Raises RunConflict when the folder holds a finished run or a checkpoint made with other settings or on other
-    data, and StateError when one of its files cannot be read; with ``move_aside`` the folder is moved aside
-    instead, whatever the conflict.
+    data, and StateError when one of its files cannot be read or a checkpoint has lost its metrics.jsonl; with
+    ``move_aside`` the folder is moved aside instead, whatever the conflict. A checkpoint left beside this run's
+    result (a kill between the two writes) is removed here, on the next visit.
     """
     run_dir = run.run_dir
     try:

@@ -4,8 +4,9 @@ A command writes only regular files and folders: over a regular file, into a fol
 path that names anything else (a character device, a pipe, a socket, a link to nothing), that lies under a file,
 that cannot be looked at (a loop of symbolic links, a name too long for the file system) or that lies where this
 process cannot write is refused in one sentence naming the path and the option that gave it, before anything is
-measured, trained or written. ``train --out``, ``sweep --out``, ``bench --out`` (its JSON and the markdown beside
-it) and ``report --out``/``--build`` all pass through ``checked_output``.
+measured, trained or written. ``train --out``, ``sweep --out``, a run's ``data.cache_dir``, ``bench --out`` (its
+JSON and the markdown beside it) and ``report --out``/``--build`` all pass through ``checked_output``
+(``checked_run_outputs`` for a run's two).
 
 Without torch or pandas: the command line checks its paths before it loads either.
 """
@@ -32,6 +33,12 @@ def _kind(path: Path, option: str) -> str | None:
     except OSError as err:  # a loop of links, a name too long, no permission to look
         raise ConfigError(f"cannot write {path}: {err.strerror or err}; give {option} another path") from None
     return FOLDER if stat.S_ISDIR(mode) else FILE if stat.S_ISREG(mode) else "other"
+
+
+def checked_run_outputs(run_dir: Path, cache_dir: Path) -> None:
+    """The two places a training run writes: its folder (under ``--out``) and the token cache."""
+    checked_output(run_dir, "--out")
+    checked_output(cache_dir, "data.cache_dir")
 
 
 def checked_output(path: str | os.PathLike, option: str, kind: str = FOLDER, beside: tuple[str, ...] = ()) -> Path:

@@ -18,7 +18,7 @@ from ..rules import rule_class
 from .config import ConfigError, project_path
 from .device import pick_device
 from .folders import RunBusy, claimed
-from .output_paths import checked_output
+from .output_paths import checked_run_outputs
 from .pace import check_cpu_reach
 from .presets import load_preset, resolve_run
 from .runfiles import RunConflict, StateError, read_result
@@ -81,7 +81,8 @@ def run_sweep(size: str, variants=None, seeds=None, overrides: dict | None = Non
     """
     cells = grid(size, variants, seeds, shard)
     runs = [resolve_run(size, v, s, overrides, out_root) for v, s in cells]  # every error before any training
-    checked_output(project_path(out_root) / size, "--out")
+    for run in runs:
+        checked_run_outputs(run.run_dir, project_path(run.data.cache_dir))
     problems, todo, statuses = [], [], []
     for i, run in enumerate(runs, 1):
         tag = f"[sweep {i}/{len(runs)}] {size}/{run.variant}/seed{run.seed}"

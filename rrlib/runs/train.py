@@ -42,13 +42,13 @@ from ..model import GPT
 from ..version import __version__
 from .checkpoints import (CKPT_FILE, drop_checkpoint, init_source, keep_final, save_checkpoint, start_from,
                           write_json_atomic)
-from .config import ConfigError, RunConfig
+from .config import ConfigError, RunConfig, project_path
 from .data import DataError, fixed_eval_windows, get_batch, paper_eval_windows
 from .device import autocast_factory, dist_info, join_process_group, pick_device, resolve_precision
 from .disk import disk_full, full_disk
 from .evaluate import evaluate
 from .folders import claimed, run_lock
-from .output_paths import checked_output
+from .output_paths import checked_run_outputs
 from .optim import lr_at, make_optimizer, optimizer_step
 from .pace import check_cpu_reach
 from .provenance import attention_kernel, command_line, device_name, git_commit
@@ -139,7 +139,7 @@ def train_run(run: RunConfig, progress: bool = True, move_aside: bool = False, a
     can be refused for (its settings, its data's sizes, its folder, its pace) is found before its folder gets a
     file; running out of memory or disk ends in one sentence with the way out.
     """
-    checked_output(run.run_dir, "--out")  # first: even reading the folder needs a path that can be looked at
+    checked_run_outputs(run.run_dir, project_path(run.data.cache_dir))  # first: reading needs paths one can look at
     run, done = claimed(run, move_aside)
     if done is not None:
         return None if skip_done else done

@@ -55,7 +55,7 @@ from ..runs.presets import resolve_run
 from ..runs.provenance import device_name, git_commit
 from ..version import __version__
 from .peaks import resolve_peak
-from .pricing import PAPER_CSV, SIZE_ORDER, price_sweep
+from .pricing import PAPER_CSV, SIZE_ORDER, price_sweep, read_paper_csv
 from .timing import bench_size, cpu_step_clock, rule_option_sets, say
 
 SHARED = PROJECT_ROOT.parent / "shared"
@@ -218,6 +218,8 @@ def main(argv=None) -> int:
         "results": [], "out_of_memory": [], "sweep": None, "tokenize": None,
     }
     csv = Path(args.paper_csv) if args.paper_csv else None
+    if grid and csv is not None and csv.is_file():
+        read_paper_csv(csv)  # a bad table is named now, not after the sizes have been measured
     if grid:
         say(f"{result['device']}, torch {torch.__version__}, precision {precision}, compile {args.compile}; "
              f"peak FLOP/s {'–' if peak_flops is None else f'{peak_flops / 1e12:.1f}T'} ({peak_source})")
