@@ -266,7 +266,7 @@ def test_a_preset_with_a_key_twice_or_an_unknown_section_is_refused_with_its_lin
     with pytest.raises(ConfigError, match=message):
         load_preset("bad", folder)
     assert load_preset("tiny", folder).train.steps == 30  # one broken file costs no other size
-    assert available_sizes(folder) == ["tiny"]  # and no listing of sizes (--help's) trips over it
+    assert "tiny" in available_sizes(folder)  # and no listing of sizes (--help's) trips over it
 
 
 def test_a_folder_named_like_a_preset_spoils_only_its_own_name(tmp_path):

@@ -5,7 +5,7 @@ block. A list a user gives (variants, seeds) is read by one function whether it 
 papermill ``-p variants review`` (a bare word), ``-p seeds 0`` (a bare number) or a YAML list: a word is never
 read letter by letter, and every item is checked (a known rule, a seed torch takes) before any work starts.
 
-Without torch or pandas until a list's items are checked: ``--help`` stays fast.
+It imports no torch or pandas of its own; the rules and the seed check are loaded only when a list is read.
 """
 from __future__ import annotations
 

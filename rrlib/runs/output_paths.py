@@ -8,7 +8,7 @@ measured, trained or written. ``train --out``, ``sweep --out``, a run's ``data.c
 JSON and the markdown beside it) and ``report --out``/``--build`` all pass through ``checked_output``
 (``checked_run_outputs`` for a run's two).
 
-Without torch or pandas: the command line checks its paths before it loads either.
+It imports no torch or pandas of its own, so that a command can check its paths before it loads either.
 """
 from __future__ import annotations
 
