@@ -1,9 +1,7 @@
 """No command writes over anything but a regular file or a folder; a diverged run reads back as diverged; every
 bad input of every subcommand and notebook parameter is one sentence and exit 2 (issue 33)."""
 import json
-import math
 import os
-import shutil
 from pathlib import Path
 
 import pandas as pd
