@@ -58,6 +58,7 @@ import torch
 
 from rrlib import GPT, available_sizes, load_preset, resolve_run
 from rrlib.report import gates, loading, plots, tables
+from rrlib.runs.arguments import seed_list, variant_list
 
 plots.use_style()
 DEPTH_PRESET = "depth"
@@ -65,7 +66,8 @@ if depths is None:
     depths = sorted(int(s[len(DEPTH_PRESET):]) for s in available_sizes()
                     if s.startswith(DEPTH_PRESET) and s[len(DEPTH_PRESET):].isdigit())
 preset = load_preset(f"{DEPTH_PRESET}{depths[0]}")
-seeds = list(seeds) if seeds is not None else preset.seeds
+variants = variant_list(variants)  # -p variants review is one variant, -p seeds 0 one seed
+seeds = seed_list(seeds, default=preset.seeds)
 overrides = {"train": {"steps": steps}} if steps is not None else {}
 print(preset.description)
 print(f"depths (blocks): {depths}; variants: {', '.join(variants)}; seeds: {seeds}; "

@@ -57,11 +57,12 @@ import seaborn as sns
 
 from rrlib import count_params, load_preset, resolve_run
 from rrlib.report import loading, plots, stats, tables
+from rrlib.runs.arguments import seed_list, variant_list
 
 plots.use_style()
 preset = load_preset(size)
-variants = list(variants) if variants is not None else preset.variants
-seeds = list(seeds) if seeds is not None else preset.seeds
+variants = variant_list(variants, default=preset.variants)  # -p variants review is one variant, -p seeds 0 one seed
+seeds = seed_list(seeds, default=preset.seeds)
 overrides = {section: dict(values) for section, values in settings.items()}
 overrides["train"] = {**overrides.get("train", {}), **{k: v for k, v in {"steps": steps, "device": device,
                                                                           "precision": precision}.items()

@@ -74,9 +74,11 @@ from plotly.subplots import make_subplots
 
 from rrlib import ModelConfig, TrainConfig, results_table
 from rrlib.report import loading, plots, stats, tables
+from rrlib.runs.arguments import variant_list
 from rrlib.runs.config import project_path
 
 plots.use_style()
+variants = variant_list(variants)  # -p variants review is one variant
 pd.set_option("display.float_format", "{:.4g}".format)
 
 # %% [markdown]

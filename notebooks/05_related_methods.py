@@ -83,13 +83,15 @@ import seaborn as sns
 
 from rrlib import GPT, RULES, load_preset, resolve_run, results_table
 from rrlib.report import loading, looped_study, plots, stats, tables
+from rrlib.runs.arguments import seed_list, variant_list
 from rrlib.runs.data import unigram_entropy
 from rrlib.runs.rundata import load_run_data
 
 plots.use_style()
 preset = load_preset(size)
-variants = list(variants) if variants is not None else preset.variants
-seeds = list(seeds) if seeds is not None else preset.seeds
+variants = variant_list(variants, default=preset.variants)  # -p variants review is one variant, -p seeds 0 one seed
+seeds = seed_list(seeds, default=preset.seeds)
+loop_variants = variant_list(loop_variants, "loop_variants")
 overrides = {"train": {"steps": steps}} if steps else {}
 print(f"{size}: {preset.description}")
 

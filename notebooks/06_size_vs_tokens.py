@@ -64,10 +64,12 @@ from IPython.display import display
 
 from rrlib import load_preset, resolve_run, results_table
 from rrlib.report import plots, stats, tables
+from rrlib.runs.arguments import variant_list
 from rrlib.runs.config import project_path
 from rrlib.runs.rundata import load_run_data
 
 plots.use_style()
+variants = variant_list(variants)  # -p variants review is one variant
 
 # %% [markdown]
 # ## The grid

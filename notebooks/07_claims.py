@@ -91,11 +91,13 @@ import torch
 
 from rrlib.model import GPT
 from rrlib.report import claims_study, gates, ledger, loading, plots, stats, tables
+from rrlib.runs.arguments import seed_list
 from rrlib.runs.config import project_path
 from rrlib.runs.presets import load_preset, resolve_run
 from rrlib.runs.sweep import results_table
 
 plots.use_style()
+seeds = seed_list(seeds)  # -p seeds 0 is one seed
 tables_dir = project_path(figures_dir).parent / "tables" if figures_dir else project_path("paper/tables")
 claims_root = claims_root or str(Path(out_root).parent / "claims")
 convert_root = convert_root or str(Path(out_root).parent / "convert")

@@ -12,6 +12,7 @@ import sys
 
 import yaml
 
+from .runs.arguments import OneLineParser, path_text
 from .runs.config import ConfigError
 from .runs.data import DataError
 
@@ -21,7 +22,7 @@ OVERRIDE_FLAGS = {
     "micro_batch_size": ("train", "micro_batch_size", int), "lr": ("train", "lr", float),
     "device": ("train", "device", str), "precision": ("train", "precision", str),
     "eval_every": ("train", "eval_every", int), "ckpt_every": ("train", "ckpt_every", int),
-    "data_path": ("data", "data_path", str), "val_path": ("data", "val_path", str),
+    "data_path": ("data", "data_path", path_text), "val_path": ("data", "val_path", path_text),
     "heldout": ("data", "heldout", str), "tokenizer": ("data", "tokenizer", str),
     "max_stories": ("data", "max_stories", int),
 }
@@ -57,7 +58,7 @@ def add_overrides(p: argparse.ArgumentParser, out_flag: str | None = "--out") ->
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="any other setting, e.g. --set model.n_loops=4 --set train.warmup_steps=100")
     if out_flag:
-        p.add_argument(out_flag, dest="out", default=None,
+        p.add_argument(out_flag, dest="out", default=None, type=path_text,
                        help="root of the run folders, relative to the current folder (default: the project's "
                             "outputs/runs)")
     p.add_argument("--move-aside", action="store_true",
@@ -75,21 +76,30 @@ def overrides_from(args) -> dict:
     from .runs.config import given_path
 
     out: dict = {}
+    flagged = {}  # (section, field) → the flag that set it: a --set of the same setting would disagree silently
     for flag, (section, field, _) in OVERRIDE_FLAGS.items():
         if getattr(args, flag) is not None:
             out.setdefault(section, {})[field] = getattr(args, flag)
+            flagged[section, field] = flag
     if args.compile:
         out.setdefault("train", {})["compile"] = True
+        flagged["train", "compile"] = "compile"
     for item in args.set:
         key, sep, value = item.partition("=")
         section, dot, field = key.partition(".")
         if not sep or not dot:
             raise ConfigError(f"bad --set {item!r}; write SECTION.KEY=VALUE with SECTION one of model, data, train")
         try:
-            out.setdefault(section, {})[field] = yaml.safe_load(value)
+            parsed = yaml.safe_load(value)
         except yaml.YAMLError:
             raise ConfigError(f"bad --set value in {item!r}; write a number, true/false, null, a word or a "
                               f"[list]") from None
+        if (section, field) in flagged:
+            flag = "--" + flagged[section, field].replace("_", "-")
+            raise ConfigError(f"--set {key} and {flag} both set {key}; give it once, with {flag}")
+        if field in out.get(section, {}):  # the second would win silently
+            raise ConfigError(f"--set {key} is given twice; give it once")
+        out.setdefault(section, {})[field] = parsed
     for section, field in PATH_SETTINGS:
         value = out.get(section, {}).get(field)
         if isinstance(value, str) and value:
@@ -123,13 +133,6 @@ def seed_count(text: str) -> list[int]:
             raise argparse.ArgumentTypeError(f"--seeds takes a count of at least 1, got {n}")
         return list(range(n))
     return csv_list(seed_number)(text)
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """A usage mistake ends in one line naming it, as every other bad input does, not a usage block."""
-
-    def error(self, message):
-        self.exit(2, f"error: {message}; see {self.prog} --help\n")
 
 
 def choices() -> tuple[str, str]:
@@ -235,11 +238,12 @@ def main(argv=None) -> int:
     p.add_argument("--alpha", type=float, default=0.05, help="test level (default: 0.05)")
     p.add_argument("--no-timing", action="store_true", help="skip the step-time-per-FLOP measurement")
     p.add_argument("--shard", default="0/1", help="k/n: train only this machine's share of the missing runs")
-    p.add_argument("--runs", default=None,
+    p.add_argument("--runs", default=None, type=path_text,
                    help="root of the run folders, relative to the current folder (default: the project's outputs/runs)")
     add_overrides(p, out_flag=None)
     add_rules_option(p)
-    p.add_argument("--out", required=True, help="the folder for verdict.csv, verdict.json and verdict.html")
+    p.add_argument("--out", required=True, type=path_text,
+                   help="the folder for verdict.csv, verdict.json and verdict.html")
 
     args = parser.parse_args(argv)
     try:

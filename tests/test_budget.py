@@ -21,9 +21,10 @@ def test_tpp_presets_train_reviews_model_to_its_budget_at_the_papers_architectur
     assert {resolve_run(size, v, 0).train.steps for v in load_preset(size).variants} == {review.train.steps}
 
 
-def test_a_bad_budget_is_one_sentence():
-    with pytest.raises(ConfigError, match="tokens_per_param must be a positive number"):
-        resolve_run("60m_tpp2", "review", 0, {"train": {"tokens_per_param": -1}})
+@pytest.mark.parametrize("tpp", [-1, float("inf")])
+def test_a_bad_budget_is_one_sentence(tpp):
+    with pytest.raises(ConfigError, match="tokens_per_param must be a positive finite number"):
+        resolve_run("60m_tpp2", "review", 0, {"train": {"tokens_per_param": tpp}})
 
 
 def test_the_papers_own_sweep_costs_its_recorded_minutes_at_its_measured_speed(shared):

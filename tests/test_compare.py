@@ -182,5 +182,5 @@ def test_compare_refuses_an_out_that_is_not_a_folder(tmp_path, monkeypatch, caps
     (tmp_path / "taken").write_text("a file of the user's")
     status = main(["compare", "--variants", "review", "--against", "standard", "--size", "tiny", "--seeds", "2",
                    "--runs", "runs", "--out", "taken"])
-    assert status == 2 and "exists and is not a folder" in capsys.readouterr().err
+    assert status == 2 and "is a file, not a folder" in capsys.readouterr().err
     assert (tmp_path / "taken").read_text() == "a file of the user's" and not (tmp_path / "runs").exists()

@@ -23,7 +23,7 @@ from rrlib.runs.config import PROJECT_ROOT, ConfigError, given_path, project_pat
 from rrlib.runs.data import DataError
 from rrlib.runs.disk import DiskFull
 from rrlib.runs.folders import claimed
-from rrlib.runs.presets import load_preset, resolve_run
+from rrlib.runs.presets import available_sizes, load_preset, resolve_run
 from rrlib.runs.runfiles import RunConflict, StateError
 from rrlib.runs.sweep import SweepIncomplete, grid, results_table, run_sweep
 from rrlib.runs.token_cache import load_token_data
@@ -145,6 +145,15 @@ def test_a_seed_outside_what_torch_takes_is_refused(seed):
     (["--set", "train.paper_eval_batches=0"], "train.paper_eval_batches must be a positive whole number"),
     (["--seed", str(2**64)], "a seed must be a whole number from 0 to 2**64 - 1"),
     (["--max-stories", "1", "--eval-every", "100000"], "the held-out stream (the last 0.03 of"),
+    (["--max-stories", str(10**30)], "data.max_stories must be at most 9,223,372,036,854,775,807, or null"),
+    (["--set", "train.tokens_per_param=.inf"], "tokens_per_param must be a positive finite number, got inf"),
+    (["--set", "model.rule_options={bogus: 1}"], "unknown option(s) bogus; valid options: "),
+    (["--steps", "4", "--set", "train.steps=3"], "--set train.steps and --steps both set train.steps; give it "
+                                                 "once, with --steps"),
+    (["--set", "train.lr=0.1", "--set", "train.lr=0.2"], "--set train.lr is given twice; give it once"),
+    (["--set", "model.variant=standard"], "model.variant 'standard' disagrees with the variant asked for "
+                                          "('review'), which names the run's folder"),
+    (["--data-path", ""], "argument --data-path: an empty path; give a path, or leave the option out"),
 ])
 def test_bad_settings_on_the_command_line_are_one_sentence_exit_2_and_leave_nothing(tmp_path, capsys, argv,
                                                                                      message):
@@ -178,6 +187,10 @@ def damaged(tmp_path, finished, name, change):
     ("result.json", lambda r: r.pop("size"), "it has no 'size'"),
     ("result.json", lambda r: r.update(status="done"), "status must be one of finished, diverged, got 'done'"),
     ("result.json", lambda r: r.update(fixed_loss=None), "a finished run's fixed_loss must be numbers, got null"),
+    ("result.json", lambda r: r.update(val_loss=float("nan")), "val_loss must be a finite number, got nan"),
+    ("result.json", lambda r: r.update(minutes=float("inf")), "minutes must be a finite number, got inf"),
+    ("result.json", lambda r: r.update(ece=1.5), "ece must be from 0 to 1, got 1.5"),
+    ("result.json", lambda r: r.update(steps=-3), "steps must be at least 0, got -3"),
     ("result.json", lambda r: r.update(seed=1), "it is the result of tiny/review/seed1, not of the folder "
                                                 "tiny/review/seed0 it lies in"),
     ("config.json", lambda r: r["config"]["train"].update(lr="fast"), "config.train.lr must be a number, got 'fast'"),
@@ -240,12 +253,30 @@ TINY = (REPO / "params" / "tiny.yaml").read_text()
      r"bad.yaml line 7: variants must be a list of variant names, e.g. \[review, standard\], got 'review'"),
     (TINY.replace("steps: 30", "steps: x"), r"preset .*bad.yaml: train.steps must be a whole number, got 'x'"),
     (TINY.replace("seeds: [0, 1]", "seeds: [0, -1]"), r"preset .*bad.yaml: a seed must be a whole number"),
+    ("", r"preset .*bad.yaml is empty; give it its settings"),
+    ("# nothing but a comment\n", r"preset .*bad.yaml is empty"),
+    (TINY + "expand: {n_layers: 4}\n", r"preset .*bad.yaml line 9: expand must name one of .* with a list of "
+                                       r"positive whole numbers"),
+    (TINY + "expand: {width: [1, 2]}\n", r"preset .*bad.yaml line 9: expand must name one of"),
+    ("base: &b {steps: 3}\ntrain: {<<: *b}\n", r"preset .*bad.yaml line 2: a YAML merge key \(<<\) is not read in "
+                                               r"a preset; write its settings out"),
 ])
 def test_a_preset_with_a_key_twice_or_an_unknown_section_is_refused_with_its_line(tmp_path, text, message):
     folder = preset_dir(tmp_path, text)
     with pytest.raises(ConfigError, match=message):
         load_preset("bad", folder)
     assert load_preset("tiny", folder).train.steps == 30  # one broken file costs no other size
+    assert "tiny" in available_sizes(folder)  # and no listing of sizes (--help's) trips over it
+
+
+def test_a_folder_named_like_a_preset_spoils_only_its_own_name(tmp_path):
+    folder = preset_dir(tmp_path, TINY)
+    (folder / "bad.yaml").unlink()
+    (folder / "bad.yaml").mkdir()
+    with pytest.raises(ConfigError, match=r"preset .*bad.yaml cannot be read \(Is a directory\); make it a readable "
+                                          r"YAML file, or move it out of"):
+        load_preset("bad", folder)
+    assert available_sizes(folder) == ["tiny"] and load_preset("tiny", folder).train.steps == 30
 
 
 # ---------------------------------------------------------------- the data is identified by its tokens
@@ -327,10 +358,16 @@ def test_a_cache_cut_short_damaged_or_made_from_another_version_is_made_again_wi
     raw[1000] ^= 1
     cache.write_bytes(bytes(raw))
     assert "no longer matches the hash of the tokens written; tokenising again" in load()[2]
-    os.utime(stories, ns=(0, 10**18))
-    again, same, said = load()
-    assert "was made from another version of its source file" in said and same == content
-    assert load()[2] == ""  # a usable cache says nothing
+    os.utime(stories, ns=(0, 10**18))  # the same bytes with new times (a fresh clone): the same source
+    assert load()[1:] == (content, "")  # a usable cache says nothing
+    # other text of the same size, given back the old times: another source, and other tokens
+    times = stories.stat()
+    text = stories.read_bytes()
+    stories.write_bytes(text.replace(b"Once", b"ONCE", 1))
+    os.utime(stories, ns=(times.st_atime_ns, times.st_mtime_ns))
+    assert stories.stat().st_size == times.st_size and stories.stat().st_mtime_ns == times.st_mtime_ns
+    again, other, said = load()
+    assert "was made from another version of its source file (its bytes changed)" in said and other != content
 
 
 def test_temporary_files_of_a_killed_writer_are_removed_and_a_live_ones_kept(tmp_path, stories, capsys):
@@ -373,7 +410,8 @@ def test_an_out_that_is_a_file_or_under_one_is_refused_before_anything(tmp_path,
     code, err = cli(capsys, "bench", "--size", "tiny", "--variants", "review", "--device", "cpu", "--steps", "1",
                     "--out", str(afile / "bench.json"))
     assert code == 2 and f"{afile} is a file, not a folder" in err and err.count("\n") == 1
-    with pytest.raises(DataError, match="set data.cache_dir to a folder you can write"):
+    with pytest.raises(ConfigError, match=rf"cannot write {afile / 'cache'}: {afile} is a file, not a folder; give "
+                                          r"data.cache_dir a folder"):
         train_run(tiny(tmp_path, data={"cache_dir": str(afile / "cache")}), progress=False)
     assert afile.read_text() == "" and not (tmp_path / "runs").exists()
 

@@ -13,7 +13,7 @@ import pandas as pd
 
 from ..report.verdict import sentence
 from ..runs.checkpoints import write_json_atomic
-from ..runs.config import ConfigError
+from ..runs.output_paths import FILE, checked_output
 from ..runs.provenance import git_commit
 from ..version import __version__
 
@@ -31,18 +31,11 @@ tr:nth-child(even) { background: #f6f6f6; } img { max-width: 100%; } pre { white
 
 
 def check_out(folder: Path) -> None:
-    """Refuse an output folder that is not a folder, or whose verdict files are not regular files: checked before
-    anything is trained, so that nothing a command did not make is written over."""
-    existing = next(p for p in (folder, *folder.parents) if p.exists() or p.is_symlink())
-    if existing == folder and not folder.is_dir():
-        raise ConfigError(f"--out {folder} exists and is not a folder; give compare a folder for its verdict files")
-    if existing != folder and not existing.is_dir():
-        raise ConfigError(f"cannot make --out {folder}: {existing} is not a folder")
+    """The verdict folder and each file compare writes in it, through the one check every output path passes
+    (rrlib.runs.output_paths), before anything is trained."""
+    checked_output(folder, "--out")
     for name in FILES:
-        path = folder / name
-        if (path.exists() or path.is_symlink()) and (path.is_symlink() or not path.is_file()):
-            raise ConfigError(f"{path} exists and is not a regular file; compare writes only its own files, so "
-                              f"move it or give another --out")
+        checked_output(folder / name, "--out", kind=FILE)
 
 
 def printed(rows: pd.DataFrame) -> str:

@@ -15,7 +15,6 @@ that the kept report and run results are never touched.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import time
 from pathlib import Path
@@ -25,6 +24,8 @@ import yaml
 from ..model import count_params
 from ..rules.external import add_rules_option
 from ..runs.config import PROJECT_ROOT, ConfigError, given_path, project_path
+from ..runs.arguments import OneLineParser, path_text, seed_list, variant_list
+from ..runs.output_paths import checked_output
 from ..runs.presets import load_preset
 from . import readme
 from .index import abstract, rendered_pages, write_index
@@ -63,19 +64,19 @@ def execute(notebook, parameters: dict, output: Path, log_output: bool, cell_tim
 # ---------------------------------------------------------------- the command
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(prog="python -m rrlib report", description=__doc__.splitlines()[0])
+    p = OneLineParser(prog="python -m rrlib report", description=__doc__.splitlines()[0])
     p.add_argument("--sizes", nargs="+", default=None,
                    help="sizes for the sweep notebook, one execution each (default: every size with results "
                         "under --runs, after tiny; tiny alone with --quick)")
     p.add_argument("--quick", action="store_true",
                    help="tiny parameters for CI; folders default to build/quick/{paper,runs}")
-    p.add_argument("--out", default=None, help="where the rendered report goes (default: paper)")
+    p.add_argument("--out", default=None, type=path_text, help="where the rendered report goes (default: paper)")
     add_rules_option(p)
-    p.add_argument("--runs", default=None, help="root of the run folders (default: outputs/runs)")
-    p.add_argument("--build", default=None, help="executed notebooks and local retraining go here (default: build)")
+    p.add_argument("--runs", default=None, type=path_text, help="root of the run folders (default: outputs/runs)")
+    p.add_argument("--build", default=None, type=path_text, help="executed notebooks and local retraining go here (default: build)")
     p.add_argument("--only", nargs="+", default=None, metavar="NOTEBOOK",
                    help=f"build only these notebooks: {', '.join(nb.name for nb in NOTEBOOKS)}")
-    p.add_argument("--paper-csv", default=None, help=f"the paper's runs (default: {PAPER_CSV}, from the project)")
+    p.add_argument("--paper-csv", default=None, type=path_text, help=f"the paper's runs (default: {PAPER_CSV}, from the project)")
     p.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE",
                    help="a parameter for every notebook that declares it (a YAML value), e.g. -p device=cuda")
     p.add_argument("--threads", type=int, default=None,
@@ -91,13 +92,25 @@ def parse_args(argv):
     return p.parse_args(argv)
 
 
+# Notebook parameters that are lists, read as the notebooks read them (rrlib.runs.arguments): -p seeds=0 is [0]
+LIST_PARAMETERS = {"variants": variant_list, "loop_variants": variant_list, "seeds": seed_list}
+
+
 def extra_parameters(items: list[str]) -> dict:
     out = {}
     for item in items:
         name, sep, value = item.partition("=")
         if not sep or not name.isidentifier():
             raise ConfigError(f"bad parameter {item!r}; write NAME=VALUE, e.g. -p steps=100")
-        out[name] = yaml.safe_load(value)
+        if name == "size":  # one execution per size: a -p size would silently replace every one of them
+            raise ConfigError("-p size is not a parameter of the build; give the sweep notebook's sizes with --sizes")
+        try:
+            out[name] = yaml.safe_load(value)
+        except yaml.YAMLError:
+            raise ConfigError(f"bad parameter value in {item!r}; write a number, true/false, null, a word or a "
+                              f"[list]") from None
+        if name in LIST_PARAMETERS and out[name] is not None:
+            out[name] = LIST_PARAMETERS[name](out[name], f"-p {name}")
     return out
 
 
@@ -107,6 +120,8 @@ def main(argv=None) -> int:
     out = _folder(args.out) if args.out else project_path(f"{base}/paper" if args.quick else "paper")
     runs = _folder(args.runs) if args.runs else project_path(f"{base}/runs" if args.quick else "outputs/runs")
     build = _folder(args.build) if args.build else project_path(base)
+    for folder, option in ((out, "--out"), (build, "--build")):
+        checked_output(folder, option)  # before any notebook runs: a page that fails late writes nothing over
     unknown = set(args.only or []) - {nb.name for nb in NOTEBOOKS}
     if unknown:
         raise ConfigError(f"unknown notebook(s) {sorted(unknown)}; valid: {', '.join(nb.name for nb in NOTEBOOKS)}")
@@ -126,10 +141,13 @@ def main(argv=None) -> int:
     for size in sizes:
         load_preset(size)  # an unknown size fails here, before anything runs
     paper_csv = project_path(given_path(args.paper_csv) if args.paper_csv else PAPER_CSV)
+    if args.paper_csv and not paper_csv.is_file():  # the pages would go on without the paper's runs, unsaid
+        raise ConfigError(f"--paper-csv {paper_csv} is not a file; give the paper's run table, or leave it out for "
+                          f"{PAPER_CSV}")
     common = {"out_root": shown(runs), "local_out_root": shown(build / "runs"),
               "loop_root": shown(runs.parent / "looped_grid"),  # the looped study's runs, beside the others
-              "figures_dir": shown(out / "figures"), "paper_csv": shown(paper_csv),
-              **extra_parameters(args.param)}
+              "figures_dir": shown(out / "figures"), "paper_csv": shown(paper_csv)}
+    given = extra_parameters(args.param)  # the user's, over --quick's: a quick build never drops what was asked
 
     threads = args.threads or (1 if args.quick else None)
     if threads:
@@ -142,7 +160,7 @@ def main(argv=None) -> int:
         declared = declared_parameters(source)
         for size in sizes if nb.per_size else [None]:
             stem = f"{nb.name}_{size}" if size else nb.name
-            parameters = {**common, **(nb.quick if args.quick else {}), **({"size": size} if size else {})}
+            parameters = {**common, **(nb.quick if args.quick else {}), **({"size": size} if size else {}), **given}
             parameters = {k: v for k, v in parameters.items() if k in declared}
             inputs = page_inputs(nb, parameters, runs, size, paper_csv, out / "tables")
             if not args.force and built.get(stem) == inputs and (out / f"{stem}.reader.html").exists():

@@ -18,6 +18,7 @@ rrlib.rules.multi_stream); importing ``rrlib.rules`` registers them all.
 """
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 
 import torch
@@ -175,5 +176,9 @@ def build_rule(variant: str, shape: StreamShape, **options) -> ResidualRule:
     cls = rule_class(variant)
     try:
         return cls(shape, **options)
-    except TypeError as err:
-        raise ConfigError(f"bad options {options} for variant {variant!r}: {err}") from None
+    except TypeError as err:  # Python's words name __init__, not the setting: name the options instead
+        valid = [name for name in inspect.signature(cls).parameters if name != "shape"]
+        unknown = sorted(set(options) - set(valid))
+        reason = f"unknown option(s) {', '.join(unknown)}" if unknown else f"a value of the wrong kind ({err})"
+        raise ConfigError(f"bad options {options} for variant {variant!r} (model.rule_options): {reason}; valid options: "
+                          f"{', '.join(valid) or 'none'}") from None

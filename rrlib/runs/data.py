@@ -150,6 +150,9 @@ def iter_stories(path: str | os.PathLike, max_stories: int | None = None) -> Ite
 
 def checked_file(path: str | os.PathLike) -> Path:
     path = Path(path).resolve()
+    if path.is_dir():
+        raise DataError(f"data file {path} is a folder; pass data_path/val_path to one local "
+                        f"{', '.join(FILE_FORMATS)} file in it")
     if not path.is_file():
         raise DataError(f"data file {path} not found; pass data_path/val_path to a local "
                         f"{', '.join(FILE_FORMATS)} file, or leave data_path unset to use the datasets hub")
@@ -180,13 +183,26 @@ def _read_stories(path: Path) -> Iterator[str]:
                             f"(raw text belongs in a .txt file)") from None
         if "text" not in table.schema_arrow.names:
             raise DataError(f"{path} has no 'text' column (columns: {', '.join(table.schema_arrow.names)})")
+        kind = table.schema_arrow.field("text").type
+        if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+            raise DataError(f"{path}'s 'text' column holds {kind}, not text; a .parquet data file is a table with a "
+                            f"'text' column of strings, one story each")
+        row = 0
         for batch in table.iter_batches(columns=["text"]):
-            yield from batch.column(0).to_pylist()
+            for text in batch.column(0).to_pylist():
+                row += 1
+                if text is None:
+                    raise DataError(f"{path} row {row}: the 'text' column is null; each row of a .parquet data file "
+                                    f"is one story, so drop or fill the empty rows")
+                yield text
         return
     with contextlib.closing(_utf8_lines(path)) as f:
         if path.suffix == ".jsonl":
             for number, line in enumerate(f, 1):
                 if line.strip():
+                    if number == 1 and line.startswith("\ufeff"):
+                        raise DataError(f"{path} starts with a byte-order mark (BOM), which JSON does not allow; save "
+                                        f"it as UTF-8 without a BOM")
                     try:
                         record = json.loads(line)
                     except ValueError:

@@ -18,28 +18,17 @@ from pathlib import Path
 
 import torch
 
-from .checkpoints import CKPT_FILE
+from .checkpoints import CKPT_FILE, drop_checkpoint
 from .config import ConfigError, RunConfig
 from .device import resolve_precision
 from .data import DataError
 from .rundata import load_run_data
-from .runfiles import (DATA_HASH, MOVE_ASIDE, RunConflict, StateError, differences, fingerprint, read_checkpoint,
-                       read_config, read_result, recorded_identity, run_identity)
+from .runfiles import (DATA_HASH, METRICS_FILE, MOVE_ASIDE, RunConflict, StateError, differences, fingerprint,
+                       read_checkpoint, read_config, read_result, recorded_identity, run_identity)
 
 
 class RunBusy(RuntimeError):
     """Another process holds this run's lock."""
-
-
-def writable_folder(folder: Path, option: str) -> None:
-    """Refuse, in one sentence, a folder that cannot be made or written: checked before anything is, so that an
-    ``--out`` that is a file, or lies where this process cannot write, fails before any work and leaves nothing."""
-    existing = next(p for p in (folder, *folder.parents) if p.exists())
-    if not existing.is_dir():
-        raise ConfigError(f"cannot write {folder}: {existing} is a file, not a folder; give {option} a folder")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise ConfigError(f"cannot write {folder}: {existing} is not writable here (a read-only disk, or another "
-                          f"user's folder); give {option} a folder you can write")
 
 
 @contextlib.contextmanager
@@ -48,7 +37,7 @@ def run_lock(run_dir: Path):
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         fh = open(run_dir / "run.lock", "w")
-    except OSError as err:  # what writable_folder cannot see (a read-only disk, a race)
+    except OSError as err:  # what checked_output cannot see (a read-only disk, a race)
         raise ConfigError(f"cannot make {run_dir / 'run.lock'} ({err.strerror or err}); give --out a folder you can "
                           f"write") from None
     with fh:
@@ -65,8 +54,9 @@ def claimed(run: RunConfig, move_aside: bool = False) -> tuple[RunConfig, dict |
     """What the run's folder holds, checked against ``run``: (the run with 'auto' settled, its result if done).
 
     Raises RunConflict when the folder holds a finished run or a checkpoint made with other settings or on other
-    data, and StateError when one of its files cannot be read; with ``move_aside`` the folder is moved aside
-    instead, whatever the conflict.
+    data, and StateError when one of its files cannot be read or a checkpoint has lost its metrics.jsonl; with
+    ``move_aside`` the folder is moved aside instead, whatever the conflict. A checkpoint left beside this run's
+    result (a kill between the two writes) is removed here, on the next visit.
     """
     run_dir = run.run_dir
     try:
@@ -89,11 +79,27 @@ def claimed(run: RunConfig, move_aside: bool = False) -> tuple[RunConfig, dict |
     settled = as_recorded(run, recorded, to_train=result is None)
     conflict = _conflict(settled, recorded, header, ckpt, result is not None)
     if conflict is None:
+        if result is not None:  # a kill between the result and the checkpoint's removal left it (11.8 GB at 1b)
+            drop_checkpoint(run_dir)
+        elif not (run_dir / METRICS_FILE).is_file():
+            _missing_log(run_dir, ckpt["step"], move_aside)
         return settled, result
     if move_aside:
         move_folder_aside(run_dir, fingerprint(recorded))
         return run, None
     raise RunConflict(f"{run_dir} holds {conflict}; train this one under another --out, or {MOVE_ASIDE}")
+
+
+def _missing_log(run_dir: Path, step: int, move_aside: bool) -> None:
+    """A checkpoint without its log: resuming would write a log that starts at the checkpoint's step as if it were
+    the whole run's, so it is named (and moved aside only when asked)."""
+    log = run_dir / METRICS_FILE
+    what = "is not a file" if log.exists() else "is missing"
+    if move_aside:
+        move_folder_aside(run_dir, "no-log")
+        return
+    raise StateError(f"{log} {what} beside a checkpoint at step {step}, so the run's log of steps 1 to {step} is "
+                     f"lost; restore it, delete {CKPT_FILE} to train the run again from step 0, or {MOVE_ASIDE}")
 
 
 def _conflict(run: RunConfig, recorded: dict, header: dict | None, ckpt: dict | None, finished: bool) -> str | None:

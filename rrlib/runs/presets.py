@@ -50,6 +50,9 @@ class _PresetLoader(yaml.SafeLoader):
     def construct_mapping(self, node, deep=False):
         seen = {}
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # a merge may override keys: a second way to give one twice
+                raise ConfigError(f"line {key_node.start_mark.line + 1}: a YAML merge key (<<) is not read in a "
+                                  f"preset; write its settings out")
             key = self.construct_object(key_node, deep=True)
             if key in seen:
                 raise ConfigError(f"line {key_node.start_mark.line + 1}: {key!r} is given twice (first on line "
@@ -76,11 +79,17 @@ def read_preset(path: Path) -> dict:
                           f"it there, or move the file out of {shown.parent}") from None
     except UnicodeDecodeError:
         raise ConfigError(f"preset {shown} is not UTF-8 text; save it as UTF-8") from None
+    except OSError as err:  # a folder named *.yaml, a file this user cannot read
+        raise ConfigError(f"preset {shown} cannot be read ({err.strerror or err}); make it a readable YAML file, or "
+                          f"move it out of {shown.parent}") from None
     except ConfigError as err:  # a key given twice
         raise ConfigError(f"preset {shown} {err}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"preset {shown} must be a mapping of settings (model:, data:, train:, variants:, ...), "
                           f"not a {type(raw).__name__}")
+    if node is None:  # every setting would silently be the default one: the 60M recipe under this file's name
+        raise ConfigError(f"preset {shown} is empty; give it its settings (model:, data:, train:, variants:, ...), "
+                          f"or move it out of {shown.parent}")
     lines = {key.value: key.start_mark.line + 1 for key, _ in node.value}
     for key, value in raw.items():
         if key not in SECTIONS:
@@ -90,6 +99,10 @@ def read_preset(path: Path) -> dict:
             kind = {str: "a word", dict: "a mapping of settings", list: "a list", bool: "true or false"}[SECTIONS[key]]
             kind += " of variant names, e.g. [review, standard]" if key == "variants" else ""
             raise ConfigError(f"preset {shown} line {lines.get(key, '?')}: {key} must be {kind}, got {value!r}")
+    try:
+        _expansion(raw)
+    except ConfigError as err:
+        raise ConfigError(f"preset {shown} line {lines.get('expand', '?')}: {err}") from None
     return raw
 
 
@@ -118,11 +131,12 @@ def _expansion(raw: dict) -> tuple[str, list] | None:
     expand = raw.get("expand")
     if not expand:
         return None
-    if len(expand) != 1 or next(iter(expand)) not in EXPANDABLE:
-        raise ConfigError(f"expand must name one of {', '.join(sorted(EXPANDABLE))} with a list of values, "
-                          f"got {expand!r}")
     field_name, values = next(iter(expand.items()))
-    return field_name, list(values)
+    if len(expand) != 1 or field_name not in EXPANDABLE or not isinstance(values, list) or not values or \
+            not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values):
+        raise ConfigError(f"expand must name one of {', '.join(sorted(EXPANDABLE))} with a list of positive whole "
+                          f"numbers, e.g. expand: {{n_layers: [2, 4]}}, got {expand!r}")
+    return field_name, values
 
 
 def available_sizes(params_dir: Path = PARAMS_DIR) -> list[str]:
@@ -195,8 +209,8 @@ def _with_budget(train: TrainConfig, model: ModelConfig) -> TrainConfig:
     width step more parameters), so runs stay paired by seed and equal in tokens."""
     if train.tokens_per_param is None:
         return train
-    if not isinstance(train.tokens_per_param, (int, float)) or not train.tokens_per_param > 0:
-        raise ConfigError(f"tokens_per_param must be a positive number, got {train.tokens_per_param!r}")
+    if not isinstance(train.tokens_per_param, (int, float)) or not 0 < train.tokens_per_param < math.inf:
+        raise ConfigError(f"tokens_per_param must be a positive finite number, got {train.tokens_per_param!r}")
     reference = count_params(dataclasses.replace(model, variant=REFERENCE_VARIANT, rule_options={}))
     steps = math.ceil(train.tokens_per_param * reference / (train.batch_size * model.seq_len))
     return dataclasses.replace(train, steps=steps)
@@ -234,6 +248,9 @@ def resolve_run(size: str, variant: str, seed: int, overrides: dict | None = Non
     unknown = set(overrides) - {"model", "data", "train"}
     if unknown:
         raise ConfigError(f"unknown override section(s) {sorted(unknown)}; valid: data, model, train")
+    if overrides.get("model", {}).get("variant", variant) != variant:  # the folder is the variant's: one name
+        raise ConfigError(f"model.variant {overrides['model']['variant']!r} disagrees with the variant asked for "
+                          f"({variant!r}), which names the run's folder; give the variant once (--variant)")
     model = _merge(dataclasses.replace(preset.model, variant=variant), overrides.get("model", {}), "model")
     data = _merge(preset.data, overrides.get("data", {}), "data")
     model.vocab_size = vocab_size(data.tokenizer)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -46,6 +47,7 @@ NOT_FINGERPRINTED = {"train": {"log_every", "eval_every", "ckpt_every", "keep_we
 # before them keeps its fingerprint (and a checkpoint written before them still resumes).
 OMITTED_AT_DEFAULT = {"train": {"init_from": None}, "model": {"rule_source": None}}
 FILE_SETTINGS = ("data_path", "val_path")  # compared by file name: the same file on another machine is the same
+METRICS_FILE = "metrics.jsonl"
 DATA_HASH = "data_hash"  # the data's content (rrlib.runs.token_cache), recorded beside the fingerprint
 MOVE_ASIDE = "pass --move-aside to move the folder aside and start the run afresh (nothing is deleted)"
 
@@ -126,7 +128,19 @@ RESULT_KEYS = {
     "val_loss": NUMBER + NONE, "ece": NUMBER + NONE, "fixed_loss": NUMBER + NONE, "fixed_ece": NUMBER + NONE,
     "paper_eval_tokens": WHOLE + NONE, "fixed_eval_tokens": WHOLE + NONE, "diverged_step": WHOLE + NONE,
 }
-RESULT_OPTIONAL = {"fingerprint": TEXT, "data_hash": TEXT, "peak_memory_MB": NUMBER + NONE}  # added since the first
+RESULT_OPTIONAL = {"fingerprint": TEXT, "data_hash": TEXT, "peak_memory_MB": NUMBER + NONE,  # added since the first
+                   "diverged_because": TEXT}
+# The range of each number (low, high; None: no bound), both ends included; NaN and inf are never in range. Counts
+# of things a run has are at least 1, amounts it spent at least 0; ECE is a share of confidence.
+POSITIVE, AT_LEAST_0, SHARE = (1, None), (0, None), (0, 1)
+RESULT_RANGES = {
+    "seed": (0, 2**64 - 1), "steps": AT_LEAST_0, "params_M": AT_LEAST_0, "params": POSITIVE, "minutes": AT_LEAST_0,
+    "tokens": AT_LEAST_0, "tokens_per_s": AT_LEAST_0, "tokens_per_param": AT_LEAST_0, "train_flops": AT_LEAST_0,
+    "flops_per_token": AT_LEAST_0, "non_embedding_params": AT_LEAST_0, "d_model": POSITIVE, "n_layers": POSITIVE,
+    "n_heads": POSITIVE, "n_loops": POSITIVE, "lr": AT_LEAST_0, "world_size": POSITIVE, "eval_seconds": AT_LEAST_0,
+    "val_loss": AT_LEAST_0, "ece": SHARE, "fixed_loss": AT_LEAST_0, "fixed_ece": SHARE, "paper_eval_tokens": POSITIVE,
+    "fixed_eval_tokens": POSITIVE, "diverged_step": AT_LEAST_0, "peak_memory_MB": AT_LEAST_0,
+}
 STATUSES = ("finished", "diverged")
 CONFIG_KEYS = {"config": (dict,), "device": TEXT, "precision": TEXT}
 CONFIG_OPTIONAL = {"fingerprint": TEXT, "device_type": TEXT, "data_hash": TEXT}
@@ -143,11 +157,22 @@ def _check_keys(obj: dict, required: dict, optional: dict) -> None:
         value = obj[key]
         if isinstance(value, bool) or not isinstance(value, kinds):
             raise ValueError(f"{key} must be {KINDS[kinds]}, got {value!r}")
+        if isinstance(value, float) and not math.isfinite(value):  # JSON as Python writes it holds NaN and Infinity
+            raise ValueError(f"{key} must be a finite number, got {value!r}")
+
+
+def _check_ranges(obj: dict, ranges: dict) -> None:
+    for key, (low, high) in ranges.items():
+        value = obj.get(key)
+        if value is not None and ((low is not None and value < low) or (high is not None and value > high)):
+            bounds = f"from {low} to {high}" if high is not None else f"at least {low}"
+            raise ValueError(f"{key} must be {bounds}, got {value!r}")
 
 
 def _result(path: Path) -> dict:
     result = _json_object(path)
     _check_keys(result, RESULT_KEYS, RESULT_OPTIONAL)
+    _check_ranges(result, RESULT_RANGES)
     if result["status"] not in STATUSES:
         raise ValueError(f"status must be one of {', '.join(STATUSES)}, got {result['status']!r}")
     if result["status"] == "finished":
@@ -214,6 +239,8 @@ def truncate_metrics(path: Path, step: int) -> None:
             continue
         try:
             record_step = json.loads(line)["step"]
+            if isinstance(record_step, bool) or not isinstance(record_step, int):
+                raise TypeError("a step that is not a whole number")
         except (ValueError, KeyError, TypeError):
             print(f"[rrlib] {path}: line {number} is not a whole record (a write cut short); the log is cut "
                   f"there and goes on from the checkpoint", file=sys.stderr, flush=True)

@@ -1,10 +1,12 @@
 """A grid of runs (one size × variants × seeds), skip-done, sharding, and the results table.
 
 Runs are independent folders, so a sweep is a loop: a run with a ``result.json`` is skipped, a run that another
-process holds (its lock) is skipped, a run that diverges is recorded and the loop goes on. A cell whose folder
+process holds (its lock) is skipped, a run that diverges is recorded, counted and the loop goes on (a rerun
+answers it ``done already (diverged)``: a diverged run is a result, not a fault). A cell whose folder
 holds a run with other settings (a conflict) or a file that cannot be read is reported and the loop goes on;
 the sweep then ends in ``SweepIncomplete`` naming them. ``shard=(k, n)`` takes every n-th run of the grid
-starting at k, so n machines given k = 0..n-1 split one grid without talking.
+starting at k, so n machines given k = 0..n-1 split one grid without talking. The table a sweep returns holds
+the cells it was asked for; its ``results.csv`` holds every result of the size.
 """
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ import pandas as pd
 from ..rules import rule_class
 from .config import ConfigError, project_path
 from .device import pick_device
-from .folders import RunBusy, claimed, writable_folder
+from .folders import RunBusy, claimed
+from .output_paths import checked_run_outputs
 from .pace import check_cpu_reach
 from .presets import load_preset, resolve_run
 from .runfiles import RunConflict, StateError, read_result
@@ -78,18 +81,20 @@ def run_sweep(size: str, variants=None, seeds=None, overrides: dict | None = Non
     """
     cells = grid(size, variants, seeds, shard)
     runs = [resolve_run(size, v, s, overrides, out_root) for v, s in cells]  # every error before any training
-    writable_folder(project_path(out_root) / size, "--out")
-    problems, todo = [], []
+    for run in runs:
+        checked_run_outputs(run.run_dir, project_path(run.data.cache_dir))
+    problems, todo, statuses = [], [], []
     for i, run in enumerate(runs, 1):
         tag = f"[sweep {i}/{len(runs)}] {size}/{run.variant}/seed{run.seed}"
         try:
             settled, done = claimed(run, move_aside)
         except (RunConflict, StateError) as err:
             log(f"{tag}: not run: {err}")
-            problems.append(f"{run.variant}/seed{run.seed}")
+            problems.append((f"{run.variant}/seed{run.seed}", err))
             continue
         if done is not None:
-            log(f"{tag}: done already")
+            log(f"{tag}: done already" + ("" if done["status"] == "finished" else f" ({done['status']})"))
+            statuses.append(done["status"])
         else:
             todo.append((tag, settled))
     if todo:  # the whole remaining grid is priced at once: a sweep far beyond a CPU stops before its first run
@@ -102,19 +107,26 @@ def run_sweep(size: str, variants=None, seeds=None, overrides: dict | None = Non
             continue
         except (RunConflict, StateError) as err:  # written meanwhile by another process, or damaged
             log(f"{tag}: not run: {err}")
-            problems.append(f"{run.variant}/seed{run.seed}")
+            problems.append((f"{run.variant}/seed{run.seed}", err))
             continue
         if result is None:  # another sweep over the same folder finished it meanwhile
             log(f"{tag}: done already")
             continue
         log(f"{tag}: {result['status']}, val_loss {_fmt(result['val_loss'])}, fixed_loss "
-            f"{_fmt(result['fixed_loss'])}, {result['minutes']:.2f} min")
+            f"{_fmt(result['fixed_loss'])}, {result['minutes']:.2f} min"
+            + (f" ({result['diverged_because']})" if "diverged_because" in result else ""))
+        statuses.append(result["status"])
+    if "diverged" in statuses:
+        log(f"[sweep] {statuses.count('diverged')} of {len(runs)} {size} runs diverged (status diverged in the table)")
     table = results_table(out_root, size, log=log)
     if len(table):
         table.to_csv(project_path(out_root) / size / "results.csv", index=False)
+        asked = {(run.variant, run.seed) for run in runs}
+        table = table[[cell in asked for cell in zip(table["variant"], table["seed"])]].reset_index(drop=True)
     if problems:
-        raise SweepIncomplete(f"{len(problems)} of {len(runs)} {size} runs did not run ({', '.join(problems)}); "
-                              f"each is named above with the way out", table)
+        # the first reason in full: where the sweep ran inside a notebook, its log lines are not where this is read
+        raise SweepIncomplete(f"{len(problems)} of {len(runs)} {size} runs did not run "
+                              f"({', '.join(cell for cell, _ in problems)}); the first: {problems[0][1]}", table)
     return table
 
 

@@ -2,11 +2,13 @@
 streams cut from it.
 
 Tokenising happens once per (source, tokenizer, limits); later loads are a memmap. Each cache file <name>.bin has
-<name>.bin.json beside it: the source file's size and modification time when it was made (none for a hub split),
-its token count and the SHA-256 of its bytes, computed once as it is written. The source's size and time only
-decide whether the file must be made again; the hash is the data's identity (``TokenData.content_hash``), so the
-same bytes on a fresh clone, with new times, are the same data, and another file under the same name is not. A
-cache file that is cut short or damaged is made again, with a word; so is one whose source changed.
+<name>.bin.json beside it: the SHA-256 of the source file's bytes it was made from (none for a hub split), its
+token count and the SHA-256 of its tokens, computed once as they are written. The source's hash decides whether the
+file must be made again: a source rewritten with other text of the same size and modification time is another
+source, and the same bytes on a fresh clone, with new times, are the same. The tokens' hash is the data's identity
+(``TokenData.content_hash``). A cache file that is cut short or damaged is made again, with a word; so is one whose
+source changed. A file's hash is computed once per process for each version of it the file system reports (its
+size, modification and change times).
 """
 from __future__ import annotations
 
@@ -28,10 +30,10 @@ from .data import (DATASETS, HELDOUT, HELDOUT_CUTS, DataError, Tokenizer, checke
 from .disk import disk_full, full_disk, remove_stale_tmp, tmp_beside
 
 
-def _tokenize_to_file(stories: Iterable[str], tokenizer: Tokenizer, path: Path, source: dict | None,
+def _tokenize_to_file(stories: Iterable[str], tokenizer: Tokenizer, path: Path, source: dict | None, origin: str,
                       chunk: int = 4096) -> None:
     """Tokenise in chunks through the batch API, EOS after each story, into a uint16 file written atomically,
-    then its record (``source``: the source file's size and mtime)."""
+    then its record (``source``: the SHA-256 of the source file's bytes)."""
     tmp = tmp_beside(path)  # per process: concurrent ranks never collide
     n_stories = n_tokens = n_bytes = 0
     digest = hashlib.sha256()
@@ -51,7 +53,7 @@ def _tokenize_to_file(stories: Iterable[str], tokenizer: Tokenizer, path: Path, 
                 n_stories, n_tokens = n_stories + len(texts), n_tokens + count
                 n_bytes += sum(len(text.encode("utf-8")) for text in texts)
         if n_tokens == 0:
-            raise DataError(f"no stories found for {path.name}; check the data file and max_stories")
+            raise DataError(f"no stories found in {origin}; check the data file and data.max_stories")
         os.replace(tmp, path)
         record = {"tokens": n_tokens, "sha256": digest.hexdigest(), "source": source}
         _record_path(path).write_text(json.dumps(record, sort_keys=True) + "\n", encoding="utf-8")
@@ -73,9 +75,14 @@ def _record_path(cache: Path) -> Path:
     return cache.with_name(cache.name + ".json")
 
 
+def _file_sha256(path) -> str:
+    """The SHA-256 of a file's bytes; the change time is in the key because a rewrite may keep size and mtime."""
+    stat = os.stat(path)
+    return _sha256_of_version(str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+
+
 @functools.lru_cache(maxsize=64)
-def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
-    """The SHA-256 of a file's bytes, once per process for each (size, mtime) it is seen with."""
+def _sha256_of_version(path: str, inode: int, size: int, mtime_ns: int, ctime_ns: int) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         while block := f.read(1 << 24):
@@ -92,11 +99,11 @@ def _unusable(cache: Path, source: dict | None) -> str | None:
     except (OSError, ValueError, KeyError, TypeError):
         return "has no record of what it holds"
     if record.get("source") != source:
-        return "was made from another version of its source file (its size or modification time changed)"
+        return "was made from another version of its source file (its bytes changed)"
     stat = cache.stat()
     if stat.st_size != 2 * tokens:
         return f"holds {stat.st_size / 2:,.0f} tokens where {tokens:,} were written"
-    if _file_sha256(str(cache), stat.st_size, stat.st_mtime_ns) != sha256:
+    if _file_sha256(cache) != sha256:
         return "no longer matches the hash of the tokens written"
     return None
 
@@ -117,7 +124,7 @@ def _stream(dataset: str, path, split: str, max_stories: int | None, tokenizer: 
     else:
         path = checked_file(path)
         key |= {"name": path.stem, "source": str(path)}
-        source = {"size": path.stat().st_size, "mtime_ns": path.stat().st_mtime_ns}
+        source = {"sha256": _file_sha256(path)}
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
     cache = Path(cache_dir) / f"{key['name']}-{split}-{tokenizer.name}-{digest}.bin"
     remove_stale_tmp(cache)
@@ -131,7 +138,7 @@ def _stream(dataset: str, path, split: str, max_stories: int | None, tokenizer: 
             raise DataError(f"cannot make the token cache folder {cache.parent} ({err.strerror or err}); set "
                             f"data.cache_dir to a folder you can write") from None
         stories = hub_stories(dataset, split, max_stories) if path is None else iter_stories(path, max_stories)
-        _tokenize_to_file(stories, tokenizer, cache, source)
+        _tokenize_to_file(stories, tokenizer, cache, source, f"{dataset} ({split})" if path is None else str(path))
     sha256 = json.loads(_record_path(cache).read_text(encoding="utf-8"))["sha256"]
     return np.memmap(cache, dtype=np.uint16, mode="r"), sha256
 

@@ -12,7 +12,8 @@ The run folder ``<out_root>/<size>/<variant>/seed<k>/`` holds:
 Faults: a checkpoint is written every ``ckpt_every`` steps and on SIGTERM/SIGINT. Batches are a pure function
 of (seed, step) and nothing else draws random numbers after init, so a run killed at any point and started
 again continues bitwise-identically on CPU, its metrics log line for line (the open log window is part of the
-checkpoint). A NaN/inf loss ends the run with status ``diverged``. Starting a run that has a result does
+checkpoint). A NaN/inf loss ends the run with status ``diverged``, and so does a run whose final training loss or
+either final evaluation is far above a uniform guess's (``diverged_loss``). Starting a run that has a result does
 nothing. A file lock on the run folder keeps two processes from running one run.
 
 Identity: every file of the folder carries the run's fingerprint and its data's hash (rrlib.runs.runfiles); a folder
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import platform
 import signal
@@ -40,12 +42,13 @@ from ..model import GPT
 from ..version import __version__
 from .checkpoints import (CKPT_FILE, drop_checkpoint, init_source, keep_final, save_checkpoint, start_from,
                           write_json_atomic)
-from .config import ConfigError, RunConfig
+from .config import ConfigError, RunConfig, project_path
 from .data import DataError, fixed_eval_windows, get_batch, paper_eval_windows
 from .device import autocast_factory, dist_info, join_process_group, pick_device, resolve_precision
 from .disk import disk_full, full_disk
 from .evaluate import evaluate
-from .folders import claimed, run_lock, writable_folder
+from .folders import claimed, run_lock
+from .output_paths import checked_run_outputs
 from .optim import lr_at, make_optimizer, optimizer_step
 from .pace import check_cpu_reach
 from .provenance import attention_kernel, command_line, device_name, git_commit
@@ -54,6 +57,18 @@ from .runfiles import DATA_HASH, fingerprint, read_checkpoint, run_identity, tru
 
 
 # ---------------------------------------------------------------- small helpers
+
+# A final loss above this many times ln(vocab) is a diverged run. A uniform guess over the vocabulary scores ln(vocab)
+# (10.82 nats for GPT-2's, 5.55 for bytes) and the model at its init scores within a few hundredths of it; a model
+# that learns anything ends below it. Half as much again is worse than knowing nothing by more than any run that
+# trains shows: logits grown large and wrong, what a step size that blew up leaves when the loss stays finite.
+DIVERGED_LOSS_FACTOR = 1.5
+
+
+def diverged_loss(loss: float | None, vocab_size: int) -> bool:
+    """Whether a final loss says the run diverged: not finite, or above DIVERGED_LOSS_FACTOR · ln(vocab_size)."""
+    return loss is not None and not (math.isfinite(loss) and loss <= DIVERGED_LOSS_FACTOR * math.log(vocab_size))
+
 
 
 class StopFlag:
@@ -124,6 +139,7 @@ def train_run(run: RunConfig, progress: bool = True, move_aside: bool = False, a
     can be refused for (its settings, its data's sizes, its folder, its pace) is found before its folder gets a
     file; running out of memory or disk ends in one sentence with the way out.
     """
+    checked_run_outputs(run.run_dir, project_path(run.data.cache_dir))  # first: reading needs paths one can look at
     run, done = claimed(run, move_aside)
     if done is not None:
         return None if skip_done else done
@@ -133,7 +149,6 @@ def train_run(run: RunConfig, progress: bool = True, move_aside: bool = False, a
     check_cpu_reach([run], device, allow_slow)
     data = checked_run_data(run)
     run_dir = run.run_dir
-    writable_folder(run_dir, "--out")
     device = join_process_group(device, local_rank, world)
     # folders this call creates: a bad input found while starting leaves none behind
     created = [d for d in (run_dir, *list(run_dir.parents)[:3]) if not d.exists()]  # up to the out root
@@ -247,6 +262,7 @@ def _train(run, run_dir, data, device, rank, world, accum, stop, progress) -> di
     clock = TrainClock()
     step, window_start = start_step, window["start"]
     stopping = None  # the signal every rank stops for, once they agree on one
+    mean_loss = None  # the last log window's; none when a run resumes at its last step
     batches = device_batches(data.train, step, tc.steps, run.seed, tc.batch_size, run.model.seq_len, rank, world,
                              device)
     try:
@@ -281,7 +297,8 @@ def _train(run, run_dir, data, device, rank, world, accum, stop, progress) -> di
                     bar.set_postfix(loss=f"{mean_loss:.4f}", tok_s=f"{tok_s:,.0f}")
                 if bad_step >= 0:  # a diverged run resumes nothing: no checkpoint, as a finished one
                     return _finish(run, run_dir, model, header, "diverged", step, minutes_before, clock,
-                                   start_step, diverged_step=int(bad_step))
+                                   start_step, diverged_step=int(bad_step),
+                                   why=f"a non-finite training loss at step {int(bad_step)}")
             if step % tc.eval_every == 0 and step < tc.steps:
                 with clock.paused() as paused:
                     ev = fixed_eval()
@@ -303,6 +320,13 @@ def _train(run, run_dir, data, device, rank, world, accum, stop, progress) -> di
             fixed = fixed_eval()
         evals = {"val_loss": paper["loss"], "ece": paper["ece"], "fixed_loss": fixed["loss"],
                  "fixed_ece": fixed["ece"], "paper_eval_tokens": paper["tokens"], "fixed_eval_tokens": fixed["tokens"]}
+        final = {"final training loss": mean_loss, "val_loss": paper["loss"], "fixed_loss": fixed["loss"]}
+        far = [f"{name} {loss:.3g}" for name, loss in final.items() if diverged_loss(loss, run.model.vocab_size)]
+        if far:  # finite or not, a number no file should hold as a loss is recorded as missing
+            evals = {k: v if v is None or math.isfinite(v) else None for k, v in evals.items()}
+            return _finish(run, run_dir, model, header, "diverged", step, minutes_before, clock, start_step, evals,
+                           diverged_step=step, why=f"{', '.join(far)} above {DIVERGED_LOSS_FACTOR:g} ln(vocab) = "
+                                                   f"{DIVERGED_LOSS_FACTOR * math.log(run.model.vocab_size):.2f}")
         return _finish(run, run_dir, model, header, "finished", step, minutes_before, clock, start_step, evals)
     finally:
         if bar is not None:
@@ -353,7 +377,9 @@ class TrainClock:
 
 
 def _finish(run, run_dir, model, header, status, step, minutes_before, clock, start_step, evals=None,
-            diverged_step=None) -> dict:
+            diverged_step=None, why=None) -> dict:
+    """The result, written once; a diverged run says ``why`` (``diverged_because``), and what it has no number for
+    (its evaluations, after a non-finite loss) is null."""
     tc = run.train
     n_params = model.n_params()
     tokens = step * tc.batch_size * run.model.seq_len
@@ -361,7 +387,7 @@ def _finish(run, run_dir, model, header, status, step, minutes_before, clock, st
     result = {
         "size": run.size, "variant": run.variant, "seed": run.seed, "params_M": round(n_params / 1e6, 2),
         "steps": step, "val_loss": None, "ece": None, "minutes": round(minutes_before + train_seconds / 60, 3),
-        "fixed_loss": None, "fixed_ece": None, "params": n_params,
+        "fixed_loss": None, "fixed_ece": None, "paper_eval_tokens": None, "fixed_eval_tokens": None, "params": n_params,
         "non_embedding_params": model.n_non_embedding_params(), "flops_per_token": model.flops_per_token(),
         "tokens": tokens, "tokens_per_param": tokens / n_params,
         "tokens_per_s": (step - start_step) * tc.batch_size * run.model.seq_len / max(train_seconds, 1e-9),
@@ -374,6 +400,8 @@ def _finish(run, run_dir, model, header, status, step, minutes_before, clock, st
         "peak_memory_MB": _peak_memory_mb(next(model.parameters()).device),
         "status": status, "diverged_step": diverged_step, **(evals or {}),
     }
+    if why is not None:
+        result["diverged_because"] = why
     if int(os.environ.get("RANK", 0)) == 0:
         keep_final(run_dir, model, tc.keep_weights)
         write_json_atomic(run_dir / "result.json", result)

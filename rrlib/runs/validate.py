@@ -11,6 +11,7 @@ import dataclasses
 import math
 import numbers
 import re
+import sys
 
 import torch
 
@@ -119,5 +120,8 @@ def validate(model, train, data) -> None:
         _choice("data.dataset", data.dataset, tuple(DATASETS))
     if data.max_stories is not None:
         _at_least("data.max_stories", data.max_stories, 1)
+        if data.max_stories > sys.maxsize:  # more stories than any file holds, and more than a count can take
+            raise ConfigError(f"data.max_stories must be at most {sys.maxsize:,}, or null for every story, got "
+                              f"{data.max_stories!r}")
     _choice("data.heldout", data.heldout, HELDOUT)
     _number("data.heldout_frac", data.heldout_frac, lambda v: 0 < v < 1, "a number in (0, 1)")

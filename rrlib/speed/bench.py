@@ -33,7 +33,6 @@ peak), with the MFU measured for that variant at the nearest measured size (CUDA
 """
 from __future__ import annotations
 
-import argparse
 import platform
 import subprocess
 import sys
@@ -49,14 +48,15 @@ from ..runs.checkpoints import write_json_atomic
 from ..rules.external import add_rules_option
 from ..runs.config import PROJECT_ROOT, ConfigError, given_path, project_path
 from ..runs.data import TOKENIZERS, get_tokenizer, iter_stories
-from ..runs.folders import writable_folder
+from ..runs.arguments import OneLineParser, path_text, variant_list
+from ..runs.output_paths import FILE, checked_output
 from ..runs.token_cache import load_token_data
 from ..runs.device import autocast_factory, pick_device, resolve_precision
 from ..runs.presets import resolve_run
 from ..runs.provenance import device_name, git_commit
 from ..version import __version__
 from .peaks import resolve_peak
-from .pricing import PAPER_CSV, SIZE_ORDER, price_sweep
+from .pricing import PAPER_CSV, SIZE_ORDER, price_sweep, read_paper_csv
 from .timing import bench_size, cpu_step_clock, rule_option_sets, say
 
 SHARED = PROJECT_ROOT.parent / "shared"
@@ -141,7 +141,7 @@ def markdown_table(rows: list[dict]) -> str:
 # ---------------------------------------------------------------- command line
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(prog="python -m rrlib bench", description=__doc__.splitlines()[0])
+    p = OneLineParser(prog="python -m rrlib bench", description=__doc__.splitlines()[0])
     p.add_argument("--size", action="append", default=[], help="a preset; repeat for several")
     add_rules_option(p)
     p.add_argument("--variants", default="review,highway,standard", help="comma-separated residual rules")
@@ -165,9 +165,9 @@ def parse_args(argv):
     p.add_argument("--measure-peak", action="store_true", help="time a matmul for the peak FLOP/s (CUDA)")
     p.add_argument("--paper-csv", default=str(PAPER_CSV), help="the paper's runs, for the sweep's device-hours (default: the committed copy); '' prices nothing "
                         "(scripts/gpu_bench.sh prices once from all its files, rrlib.speed.pricing)")
-    p.add_argument("--tokenize", metavar="PATH", help="also time tokenising this text file and reloading it")
+    p.add_argument("--tokenize", metavar="PATH", type=path_text, help="also time tokenising this text file and reloading it")
     p.add_argument("--gpt2-dir", default=str(GPT2_DIR), help="folder with GPT-2's encoder.json and vocab.bpe")
-    p.add_argument("--out", default=None, help="result JSON; default outputs/bench/<device>-<sizes>.json")
+    p.add_argument("--out", default=None, type=path_text, help="result JSON; default outputs/bench/<device>-<sizes>.json")
     args = p.parse_args(argv)
     for name in ("steps", "repeats", "threads"):
         value = getattr(args, name)
@@ -183,7 +183,7 @@ def parse_args(argv):
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(argv)
-    variants = [v for v in args.variants.split(",") if v]
+    variants = variant_list(args.variants, "--variants")
     train = {"device": args.device, "precision": args.precision}
     if args.batch_size is not None:
         train["batch_size"] = args.batch_size
@@ -203,7 +203,7 @@ def main(argv=None) -> int:
     # a path typed here is the current folder's; the default is the project's
     out_path = project_path(given_path(args.out) if args.out else
                             f"outputs/bench/{device.type}-{'-'.join(args.size) or 'tokenize'}.json")
-    writable_folder(out_path.parent, "--out")  # before anything is measured, not after
+    checked_output(out_path, "--out", FILE, beside=(".md",))  # before anything is measured, not after
     result = {
         "command": "python -m rrlib bench " + " ".join(argv),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "git_commit": git_commit(),
@@ -220,6 +220,8 @@ def main(argv=None) -> int:
         "results": [], "out_of_memory": [], "sweep": None, "tokenize": None,
     }
     csv = Path(args.paper_csv) if args.paper_csv else None
+    if grid and csv is not None and csv.is_file():
+        read_paper_csv(csv)  # a bad table is named now, not after the sizes have been measured
     if grid:
         say(f"{result['device']}, torch {torch.__version__}, precision {precision}, compile {args.compile}; "
              f"peak FLOP/s {'–' if peak_flops is None else f'{peak_flops / 1e12:.1f}T'} ({peak_source})")

@@ -15,7 +15,7 @@ A measured MFU from ``scripts/gpu_bench.sh`` on the device at hand replaces the 
 """
 from __future__ import annotations
 
-import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -23,10 +23,11 @@ import pandas as pd
 import torch
 
 from ..model import GPT
+from ..runs.arguments import OneLineParser, path_text
 from ..runs.config import ConfigError, given_path, project_path
 from ..runs.presets import load_preset, resolve_run
 from .peaks import table_peak
-from .pricing import PAPER_SIZES, PAPER_VARIANTS
+from .pricing import PAPER_SIZES, PAPER_VARIANTS, read_paper_csv
 
 PAPER_CSV = "../shared/reference/scaling_v8.csv"
 
@@ -58,8 +59,8 @@ def predicted_mfu(size: str) -> tuple[float, float] | None:
 
 def parse_mfu(text: str) -> tuple[float, float]:
     """An MFU or a range of them, "0.3" or "0.24-0.29", each in (0, 1]."""
-    try:
-        values = [float(v) for v in text.split("-")]
+    try:  # a minus after an exponent's e (1e-3) is the number's, not the range's
+        values = [float(v) for v in re.split(r"(?<![eE])-", text)]
     except ValueError:
         values = []
     if len(values) not in (1, 2) or not all(0 < v <= 1 for v in values) or values != sorted(values):
@@ -76,7 +77,7 @@ def architecture(size: str) -> tuple:
 
 def paper_tokens_per_s(csv_path) -> dict[tuple, dict[str, float]]:
     """{architecture: {variant: tokens/s}} from the paper's CSV minutes."""
-    df = pd.read_csv(csv_path)
+    df = read_paper_csv(csv_path)
     df["variant"] = df["variant"].replace(PAPER_VARIANTS)
     df = df[df["size"].isin(PAPER_SIZES)]
     out: dict[tuple, dict[str, float]] = {}
@@ -118,20 +119,22 @@ def preset_cost(size: str, paper_speed: dict | None = None, peak_flops: float | 
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m rrlib.budget", description=__doc__.splitlines()[0])
+    p = OneLineParser(prog="python -m rrlib.budget", description=__doc__.splitlines()[0])
     p.add_argument("sizes", nargs="+", help="presets (params/*.yaml names) whose sweeps to price")
     p.add_argument("--mfu", default=None, help="model FLOP utilisation, or a range LOW-HIGH, e.g. one measured by "
                                                "scripts/gpu_bench.sh (default: the predicted range per size)")
     p.add_argument("--device", default="H200", help="device name looked up in rrlib.speed.peaks' table")
     p.add_argument("--precision", default="bf16", choices=("bf16", "tf32"), help="which peak of the device")
-    p.add_argument("--paper-csv", default=None, help=f"the paper's runs, for its measured speed (default: {PAPER_CSV})")
+    p.add_argument("--paper-csv", default=None, type=path_text,
+                   help=f"the paper's runs, for its measured speed (default: {PAPER_CSV})")
     args = p.parse_args(argv)
     try:
         peak = table_peak(args.device, args.precision)
         if peak is None:
             raise ConfigError(f"no {args.precision} peak for device {args.device!r} in rrlib.speed.peaks.PEAK_TFLOPS")
         csv = project_path(given_path(args.paper_csv) if args.paper_csv else PAPER_CSV)
-        speed = paper_tokens_per_s(csv) if Path(csv).exists() else None
+        # the default table may be absent (a copied tree); one the user names must be there
+        speed = paper_tokens_per_s(csv) if args.paper_csv or Path(csv).exists() else None
         given = parse_mfu(args.mfu) if args.mfu else None
         rows = [preset_cost(size, speed, peak[0], given or predicted_mfu(size)) for size in args.sizes]
     except ConfigError as err:

@@ -39,16 +39,52 @@ PAPER_VARIANTS = {"review_neutral": "review"}
 PAPER_CSV = PROJECT_ROOT / "outputs" / "reference" / "scaling_v8.csv"
 
 
+PAPER_COLUMNS = ("size", "variant", "steps", "minutes")  # what pricing reads of the paper's table
+
+
+def read_paper_csv(csv_path: Path):
+    """The paper's run table, every row checked; a file or row that is not one is one sentence naming it."""
+    import math
+
+    import pandas as pd
+
+    from ..rules import RULES
+
+    try:
+        table = pd.read_csv(csv_path)
+    except FileNotFoundError:
+        raise ConfigError(f"--paper-csv {csv_path} does not exist; give the paper's run table (columns "
+                          f"{', '.join(PAPER_COLUMNS)}), e.g. {PAPER_CSV.relative_to(PROJECT_ROOT)}") from None
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as err:
+        reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:120]
+        raise ConfigError(f"--paper-csv {csv_path} is not a readable CSV table ({reason}); give the paper's run "
+                          f"table (columns {', '.join(PAPER_COLUMNS)})") from None
+    missing = [c for c in PAPER_COLUMNS if c not in table.columns]
+    if missing:
+        raise ConfigError(f"--paper-csv {csv_path} has no column {', '.join(missing)}; the paper's run table has "
+                          f"{', '.join(PAPER_COLUMNS)}")
+    for line, row in enumerate(table.itertuples(), 2):  # line 1 is the header
+        where = f"{csv_path} line {line}"
+        if row.size not in PAPER_SIZES:
+            raise ConfigError(f"{where}: size {row.size!r} is not one of the paper's sizes ({', '.join(PAPER_SIZES)})")
+        if PAPER_VARIANTS.get(row.variant, row.variant) not in RULES:
+            raise ConfigError(f"{where}: unknown variant {row.variant!r}; valid: "
+                              f"{', '.join(sorted({*RULES, *PAPER_VARIANTS}))}")
+        for name in ("steps", "minutes"):
+            value = getattr(row, name)
+            if isinstance(value, str) or not (math.isfinite(value) and value > 0) or \
+                    (name == "steps" and value != int(value)):
+                kind = "a positive whole number" if name == "steps" else "a positive number"
+                raise ConfigError(f"{where}: {name} must be {kind}, got {value!r}")
+    return table
+
+
 @functools.cache
 def paper_runs(csv_path: Path) -> list[dict]:
     """The paper's runs as rrlib names, each with its tokens (steps × the preset's batch × context)."""
-    import pandas as pd
-
     cells = {}  # (size, variant) → (tokens per step, FLOPs per token): resolved once per cell
     runs = []
-    for row in pd.read_csv(csv_path).itertuples():
-        if row.size not in PAPER_SIZES:
-            raise ConfigError(f"{csv_path} has size {row.size!r}; the paper's sizes are {', '.join(PAPER_SIZES)}")
+    for row in read_paper_csv(csv_path).itertuples():
         key = PAPER_SIZES[row.size], PAPER_VARIANTS.get(row.variant, row.variant)
         if key not in cells:
             run = resolve_run(*key, 0)

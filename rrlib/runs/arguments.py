@@ -1,0 +1,78 @@
+"""What a user types, read the same way by every command and every notebook parameter.
+
+Every subcommand's parser is a ``OneLineParser``: a usage mistake is one sentence and exit status 2, never a usage
+block. A list a user gives (variants, seeds) is read by one function whether it comes from ``--variants a,b``, a
+papermill ``-p variants review`` (a bare word), ``-p seeds 0`` (a bare number) or a YAML list: a word is never
+read letter by letter, and every item is checked (a known rule, a seed torch takes) before any work starts.
+
+It imports no torch or pandas of its own; the rules and the seed check are loaded only when a list is read.
+"""
+from __future__ import annotations
+
+import argparse
+
+import yaml
+
+from ..rules import ConfigError
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """A usage mistake ends in one line naming it, as every other bad input does, not a usage block."""
+
+    def error(self, message):
+        self.exit(2, f"error: {message}; see {self.prog} --help\n")
+
+
+def path_text(text: str) -> str:
+    """An argparse type for a path: an empty one would silently mean the current folder (or the default)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path; give a path, or leave the option out for its default")
+    return text
+
+
+def listed(value, name: str) -> list:
+    """A list parameter as given: a list, a comma-separated word ('review,standard' or 'review'), a YAML list
+    in text ('[0, 1]') or one bare value (0)."""
+    if isinstance(value, str):
+        try:
+            parsed = yaml.safe_load(value) if value.strip() else []
+        except yaml.YAMLError:
+            parsed = value
+        value = [x.strip() for x in parsed.split(",") if x.strip()] if isinstance(parsed, str) else parsed
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    if value is None or isinstance(value, dict):
+        raise ConfigError(f"{name} must be a list, a comma-separated word or one value, got {value!r}")
+    return [value]
+
+
+def variant_list(value, name: str = "variants", default=None) -> list[str]:
+    """Residual rules by name, each one rrlib knows; ``default`` where ``value`` is None."""
+    from ..rules import rule_class
+
+    if value is None and default is not None:
+        return list(default)
+    names = listed(value, name)
+    for v in names:
+        if not isinstance(v, str):
+            raise ConfigError(f"{name} must name residual rules (words), got {v!r}")
+        rule_class(v)
+    if not names:
+        raise ConfigError(f"{name} names no rule; give at least one, or leave it out for the default")
+    return names
+
+
+def seed_list(value, name: str = "seeds", default=None) -> list[int]:
+    """Seeds, each a whole number torch takes; ``default`` where ``value`` is None."""
+    from .validate import check_seed
+
+    if value is None and default is not None:
+        return list(default)
+    seeds = []
+    for s in listed(value, name):
+        if isinstance(s, str) and s.strip().isdigit():
+            s = int(s)
+        seeds.append(check_seed(s))
+    if not seeds:
+        raise ConfigError(f"{name} names no seed; give at least one, or leave it out for the default")
+    return seeds
