@@ -42,6 +42,7 @@ if "google.colab" in sys.modules:
 # %% tags=["parameters"]
 size = "tiny"  # one preset from params/
 variants = None  # None means the preset's variants
+rules = None  # rule files or modules of your own, as --rules: e.g. "my_rules.py" or ["a.py", "mypkg.rules"]
 seeds = None  # None means the preset's seeds
 steps = None  # training steps per run; None means the preset's
 device = None  # e.g. "cpu" or "cuda"; None means the preset's (auto)
@@ -57,9 +58,10 @@ import seaborn as sns
 
 from rrlib import count_params, load_preset, resolve_run
 from rrlib.report import loading, plots, stats, tables
-from rrlib.runs.arguments import seed_list, variant_list
+from rrlib.runs.arguments import loaded_rules, seed_list, variant_list
 
 plots.use_style()
+loaded_rules(rules)  # before the variants are read: they may name its rules
 preset = load_preset(size)
 variants = variant_list(variants, default=preset.variants)  # -p variants review is one variant, -p seeds 0 one seed
 seeds = seed_list(seeds, default=preset.seeds)

@@ -55,6 +55,7 @@ size = "family"  # the preset of the comparison (params/)
 wide_size = "family_mini"  # the same comparison at mini's width, read from finished runs; None skips it
 bench_file = "outputs/bench/cpu-family.json"  # `python -m rrlib bench` at both widths: each rule's speed and memory
 variants = None  # None means the preset's: every method
+rules = None  # rule files or modules of your own, as --rules: e.g. "my_rules.py" or ["a.py", "mypkg.rules"]
 seeds = None  # None means the preset's
 steps = None  # training steps per run; None means the preset's
 out_root = "outputs/runs"  # run folders; finished runs are read, not retrained
@@ -83,11 +84,12 @@ import seaborn as sns
 
 from rrlib import GPT, RULES, load_preset, resolve_run, results_table
 from rrlib.report import loading, looped_study, plots, stats, tables
-from rrlib.runs.arguments import seed_list, variant_list
+from rrlib.runs.arguments import loaded_rules, seed_list, variant_list
 from rrlib.runs.data import unigram_entropy
 from rrlib.runs.rundata import load_run_data
 
 plots.use_style()
+loaded_rules(rules)  # before the variants are read: they may name its rules
 preset = load_preset(size)
 variants = variant_list(variants, default=preset.variants)  # -p variants review is one variant, -p seeds 0 one seed
 seeds = seed_list(seeds, default=preset.seeds)

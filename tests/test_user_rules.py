@@ -177,3 +177,20 @@ def test_the_same_class_defined_again_replaces_itself():
             def commit(self, h, u):
                 return h + u
     assert RULES.pop("twice_defined_rule") is TwiceDefined
+
+
+def test_the_sweep_notebook_takes_rules_and_variants_as_parameters(tmp_path, shared):
+    """papermill -p rules my_rules.py -p variants review,sigmoid_scalar: the kernel loads the file, the list is a list."""
+    import papermill
+
+    from rrlib.report.notebooks import NOTEBOOK_DIR
+
+    write_rule(tmp_path)
+    executed = tmp_path / "03.ipynb"
+    papermill.execute_notebook(str(NOTEBOOK_DIR / "03_sweep.ipynb"), str(executed), kernel_name="python3",
+                               cwd=str(REPO), progress_bar=False,
+                               parameters={"size": "tiny", "rules": str(tmp_path / "my_rules.py"),
+                                           "variants": "review,sigmoid_scalar", "seeds": "0,1", "steps": 3,
+                                           "out_root": str(tmp_path / "runs")})
+    results = sorted(p.parent.parent.name for p in (tmp_path / "runs" / "tiny").glob("*/seed*/result.json"))
+    assert results == ["review", "review", "sigmoid_scalar", "sigmoid_scalar"]

@@ -76,3 +76,16 @@ def seed_list(value, name: str = "seeds", default=None) -> list[int]:
     if not seeds:
         raise ConfigError(f"{name} names no seed; give at least one, or leave it out for the default")
     return seeds
+
+
+def loaded_rules(value, name: str = "rules") -> list[str]:
+    """A notebook's ``rules`` parameter (None, one rule file or module, or a list of them) loaded as ``--rules``
+    loads them (rrlib.rules.external), and passed on to the processes the notebook starts; the names registered."""
+    if value is None:
+        return []
+    from ..rules.external import export, load_rules
+
+    specs = [str(spec) for spec in listed(value, name)]
+    names = [n for spec in specs for n in load_rules(spec)]
+    export(specs)
+    return names
