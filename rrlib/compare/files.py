@@ -98,12 +98,23 @@ def write(folder: Path, request, rows: pd.DataFrame, table: pd.DataFrame, design
     return [folder / name for name in FILES]
 
 
+def shown_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """The page's table: one row per pair, numbers formatted as the printed table's."""
+    fmt = lambda x, f: "n/a" if pd.isna(x) else format(x, f)
+    return pd.DataFrame({
+        "variant": rows["variant"], "baseline": rows["baseline"], "seeds": rows["seeds"],
+        "gap (nats) [95 % CI]": [f"{fmt(g, '+.4f')} [{fmt(lo, '+.4f')}, {fmt(hi, '+.4f')}]"
+                                 for g, lo, hi in zip(rows["gap"], rows["ci_low"], rows["ci_high"])],
+        "Holm p": [fmt(x, ".3g") for x in rows["p_holm"]], "detectable": [fmt(x, ".4f") for x in rows["detectable"]],
+        "TOST Holm p": [fmt(x, ".3g") for x in rows["p_equivalent_holm"]], "verdict": rows["verdict"],
+        "params": [fmt(x, ",") for x in rows["params_variant"]],
+        "step/FLOP vs standard": [fmt(x, ".3f") for x in rows["step_per_flop_vs_standard_variant"]],
+    })
+
+
 def page(summary: dict, rows: pd.DataFrame, png: bytes) -> str:
     """verdict.html: the verdicts in words, the table, the figure, how strong the design was, the command."""
-    shown = rows[["variant", "baseline", "seeds", "gap", "ci_low", "ci_high", "p_holm", "detectable",
-                  "p_equivalent_holm", "verdict", "params_variant", "flops_per_token_variant",
-                  "step_per_flop_vs_standard_variant"]]
-    table = shown.to_html(index=False, float_format=lambda x: f"{x:.4g}", na_rep="n/a", border=0)
+    table = shown_table(rows).to_html(index=False, border=0, escape=True)
     words = "\n".join(f"<li>{html.escape(sentence(r))}</li>" for r in rows.to_dict("records"))
     design = summary["design"]
     sized = (f"Seeds sized for a detectable gap of {design['target']:g} nats from a pilot of {design['pilot_seeds']}: "
@@ -127,7 +138,7 @@ def page(summary: dict, rows: pd.DataFrame, png: bytes) -> str:
 {words}
 </ul>
 {table}
-<p><img src="data:image/png;base64,{figure}" alt="{html.escape(summary['metric'])} per seed and rule"></p>
+<p><img src="data:image/png;base64,{figure}" style="width: 38rem" alt="{html.escape(summary['metric'])} per seed and rule"></p>
 <h2>How strong it is</h2>
 <p>Test: {html.escape(summary['test'])}. Correction: {html.escape(summary['correction'])}. "equivalent" needs the
 TOST p below {summary['alpha']:g} at a margin of ±{summary['margin']:g} nats; "inconclusive" means the design could
