@@ -113,8 +113,19 @@ def test_a_cells_printing_is_one_box_however_the_kernel_flushed_it():
     cell.outputs = [out("stdout", "1\n"), out("stderr", "progress\n"), out("stdout", "2\n"),
                     nbformat.v4.new_output("display_data", {"text/plain": "table"}), out("stdout", "3\n")]
     page = for_reading(nbformat.v4.new_notebook(cells=[cell]))
-    assert [(o.output_type, o.get("text")) for o in page.cells[0].outputs] == [
-        ("stream", "1\n2\n"), ("display_data", None), ("stream", "3\n")]
+    assert [(o.output_type, o.data.get("text/html")) for o in page.cells[0].outputs] == [
+        ("display_data", '<div class="rrlib-text">\n<p>1</p>\n<p>2</p>\n</div>'), ("display_data", None),
+        ("display_data", '<div class="rrlib-text">\n<p>3</p>\n</div>')]
+
+
+def test_printed_text_is_paragraphs_that_wrap_between_words():
+    text = "Review <b> after Holm's correction: 0.031\n\n  At 590M, supported.\n"
+    cell = nbformat.v4.new_code_cell("print(...)")
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=text)]
+    shown = for_reading(nbformat.v4.new_notebook(cells=[cell])).cells[0].outputs[0]
+    assert shown.data["text/html"] == ('<div class="rrlib-text">\n<p>Review &lt;b&gt; after Holm&#x27;s correction: '
+                                       '0.031</p>\n<p class="rrlib-indent">At 590M, supported.</p>\n</div>')
+    assert shown.data["text/plain"] == text
 
 
 def test_a_page_is_reused_until_its_notebook_parameters_or_results_change(tmp_path):
