@@ -124,7 +124,7 @@ ax.semilogy(depth, carry["additive (any r)"], color=plots.color("review"), lw=2.
 ax.axvline(40, color="grey", ls=":", lw=1)
 ax.text(40.5, 1e-12, "20 blocks", color="grey")
 ax.set(xlabel="sublayers (2 per block)", ylabel=r"weight of $x_0$ on its direct path",
-       title="What the identity path keeps: $\\prod (1-r)$ against 1")
+       title="What the identity path keeps: ∏ (1 − r) against 1")
 plots.legend_outside(ax)
 plots.show_figure(fig, "01_carry_product", figures_dir)
 

@@ -773,11 +773,11 @@ rows.append(ledger.row("Highway networks", "networks with hundreds of layers tra
                        "training loss against depth of the convex Highway form, to hundreds of layers",
                        ledger.untested("page 02's depth ablation stops at 24 blocks, its convex Highway gate starting "
                                        "at g = 0.5 (carry bias 0), not at the paper's negative carry bias"), link("02_depth_stability")))
-rows.append(family_gain_row("ReZero", "ReZero converges faster than the standard residual (56 % faster on enwik8)",
+rows.append(family_gain_row("ReZero", "converges faster than the standard residual (56 % faster on enwik8)",
                             "rezero"))
-rows.append(ledger.row("ReZero", "ReZero trains 120-layer transformers", "a depth sweep of rezero",
+rows.append(ledger.row("ReZero", "trains 120-layer transformers", "a depth sweep of rezero",
                        ledger.untested("page 02's depth ablation covers review, highway and standard only"), ""))
-rows.append(ledger.row("LayerScale (CaiT)", "LayerScale improves the accuracy of deeper transformers",
+rows.append(ledger.row("LayerScale (CaiT)", "improves the accuracy of deeper transformers",
                        "layerscale against standard over depth", ledger.untested(
                            "the family's runs are 4 blocks deep and page 02 has no layerscale runs; it needs a depth "
                            "sweep"), ""))
@@ -787,16 +787,16 @@ if len(family_runs) and {"hc", "mhc"} <= set(family_runs["variant"]):
     over_hc = stats.compare(family_runs[family_runs["variant"].isin(["hc", "mhc"])], "fixed_loss", reference="mhc",
                             n_boot=0).iloc[0]
     rows.append(ledger.row(
-        "mHC", "mHC improves over Hyper-Connections",
+        "mHC", "improves over Hyper-Connections",
         f"hc − mhc at {family_size}, fixed_loss, paired over {int(over_hc['paired_n'])} seeds (one comparison); "
         f"detectable {over_hc['mde']:.4f}",
         ledger.directional(over_hc["paired_gap"], over_hc["p_holm"], alpha),
         link("05_related_methods", f"05_{family_size}_summary"), over_hc["paired_gap"], over_hc["ci_low"],
         over_hc["ci_high"]))
 else:
-    rows.append(ledger.row("mHC", "mHC improves over Hyper-Connections", "",
+    rows.append(ledger.row("mHC", "improves over Hyper-Connections", "",
                            ledger.untested(f"no {family_size} runs of hc and mhc"), ""))
-rows.append(ledger.row("mHC", "mHC trains stably at scale (3B–27B) where Hyper-Connections become unstable",
+rows.append(ledger.row("mHC", "trains stably at scale (3B–27B), where Hyper-Connections become unstable",
                        "training stability of mhc and hc at the paper's sizes",
                        ledger.untested("needs 3B–27B models (GPUs)"), ""))
 

@@ -246,3 +246,13 @@ def test_the_ledgers_run_roots_count_for_its_page_only(tmp_path):
     assert after["05_related_methods"] == before["05_related_methods"]
     assert after["07_claims"] != before["07_claims"]
     assert [nb.name for nb in sorted(NOTEBOOKS, key=lambda nb: not nb.summary)][0] == "07_claims"
+
+
+@pytest.mark.parametrize("size", ["60m", "1b"])
+def test_the_review_gate_is_two_d_by_d_maps_per_block_at_the_papers_sizes(size):
+    """Page 07's parameter-share row counts the gate as Review minus the same model with the standard residual: that
+    difference is W_r ∈ R^{d×2d} with its bias in each of a block's two sublayers, nothing else."""
+    model = resolve_run(size, "review", 0).model
+    gate = count_params(model) - count_params(dataclasses.replace(model, variant="standard"))
+    assert gate == model.n_layers * 2 * (2 * model.d_model ** 2 + model.d_model)
+    assert (model.vocab_size, model.seq_len) == (50257, 256)

@@ -177,3 +177,24 @@ def test_index_neither_links_nor_shows_the_smoke_test_size(tmp_path):
     (tmp_path / "03_sweep_tiny.reader.html").unlink()
     (tmp_path / "figures" / "03_tiny_final_loss.png").unlink()
     assert write_index(tmp_path, ["abstract"]).read_text(encoding="utf-8") == with_tiny
+
+
+def test_index_lists_pages_under_their_own_numbers_and_captions_figures_by_their_titles(tmp_path):
+    import matplotlib.pyplot as plt
+
+    from rrlib.report import plots
+    from rrlib.report.index import write_index
+
+    (tmp_path / "figures").mkdir()
+    for stem, title in (("07_claims", "0 · The claims ledger"), ("01_mechanism", "1 · The mechanism"),
+                        ("03_sweep_micro", "3 · The sweep"), ("03_sweep_mini", "3 · The sweep")):
+        (tmp_path / f"{stem}.reader.html").write_text(f"<title>{title}</title>", encoding="utf-8")
+    fig, ax = plt.subplots()
+    ax.set_title("Final loss against depth")
+    plots.save_figure(fig, "02_final_loss", tmp_path / "figures")
+    page = write_index(tmp_path, ["abstract"]).read_text(encoding="utf-8")
+    assert "<ol>" not in page and page.index("0 · The claims ledger") < page.index("1 · The mechanism")
+    assert page.count("3 · The sweep") == 1  # once, with one line per size below it
+    assert re.search(r'<li><a href="03_sweep_micro.reader.html">micro</a>: [\d.]+ M parameters', page)
+    assert page.index(">micro</a>") < page.index(">mini</a>")  # smallest model first
+    assert "<figcaption>Final loss against depth</figcaption>" in page and 'alt="Final loss against depth"' in page
