@@ -118,6 +118,16 @@ def test_a_cells_printing_is_one_box_however_the_kernel_flushed_it():
         ("display_data", '<div class="rrlib-text">\n<p>3</p>\n</div>')]
 
 
+def test_a_bare_object_repr_is_left_out_and_a_table_is_kept():
+    cell = nbformat.v4.new_code_cell("plots.save_figure(...)")
+    cell.outputs = [nbformat.v4.new_output("execute_result", {"text/plain": "PosixPath('paper/figures/x.png')"},
+                                           execution_count=1),
+                    nbformat.v4.new_output("execute_result", {"text/plain": "df", "text/html": "<table></table>"},
+                                           execution_count=1)]
+    shown = for_reading(nbformat.v4.new_notebook(cells=[cell])).cells[0].outputs
+    assert [o.data.get("text/html") for o in shown] == ["<table></table>"]
+
+
 def test_printed_text_is_paragraphs_that_wrap_between_words():
     text = "Review <b> after Holm's correction: 0.031\n\n  At 590M, supported.\n"
     cell = nbformat.v4.new_code_cell("print(...)")

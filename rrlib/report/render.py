@@ -85,7 +85,7 @@ def without_machine_paths(text: str) -> str:
 
 def for_reading(notebook, name: str = "NN_topic"):
     """The executed notebook as a static page shows it: formulas drawn, a note where a live widget stands, no
-    Colab setup cell, no progress (stderr), no machine paths, and nothing that changes from build to build
+    Colab setup cell, no progress (stderr), no bare object reprs, no machine paths, and nothing that changes from build to build
     (cell ids are numbered, execution times dropped, printed text in one piece, as paragraphs)."""
     import nbformat
 
@@ -99,9 +99,12 @@ def for_reading(notebook, name: str = "NN_topic"):
             continue
         # widget views (sliders, tqdm's bars) need a kernel; a cell tagged "live" holds controls a reader would
         # want to move, so the page says where they work
+        # a value a cell ends with that has no form but its repr (a path a helper returned) is the code's, not
+        # the reader's: left out, as progress is
         cell.outputs = [as_text(o) if o.output_type == "stream" else o for o in
                         joined_streams([o for o in cell.outputs if WIDGET_VIEW not in o.get("data", {})
-                                        and not (o.output_type == "stream" and o.name == "stderr")])]
+                                        and not (o.output_type == "stream" and o.name == "stderr")
+                                        and not (o.output_type == "execute_result" and set(o.data) == {"text/plain"})])]
         if "live" in cell.metadata.get("tags", []):
             cell.outputs.insert(0, nbformat.v4.new_output("display_data", {"text/html": LIVE_NOTE.format(name=name)}))
         for output in cell.outputs:
