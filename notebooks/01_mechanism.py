@@ -114,7 +114,7 @@ gate_values = (0.1, 0.3, 0.5, 0.7)
 carry = pd.DataFrame({f"convex, r = {r}": np.cumprod(np.full(max_sublayers, 1 - r)) for r in gate_values},
                      index=pd.Index(depth, name="sublayers"))
 carry["additive (any r)"] = 1.0
-print(carry.loc[[8, 16, 24, 40, 48]].to_string(float_format=lambda v: f"{v:.2e}"))
+tables.reader_table(carry.loc[[8, 16, 24, 40, 48]], "01_carry_product", formats={c: "{:.2e}" for c in carry.columns})
 
 # %%
 fig, ax = plt.subplots(figsize=(7, 4))
@@ -124,7 +124,7 @@ ax.semilogy(depth, carry["additive (any r)"], color=plots.color("review"), lw=2.
 ax.axvline(40, color="grey", ls=":", lw=1)
 ax.text(40.5, 1e-12, "20 blocks", color="grey")
 ax.set(xlabel="sublayers (2 per block)", ylabel=r"weight of $x_0$ on its direct path",
-       title="What the identity path keeps: $\\prod (1-r)$ against 1")
+       title="What the identity path keeps: ∏ (1 − r) against 1")
 plots.legend_outside(ax)
 plots.show_figure(fig, "01_carry_product", figures_dir)
 

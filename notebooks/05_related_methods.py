@@ -325,9 +325,11 @@ tables.reader_table(curves, "05_looped_cells", figures_dir, index=False,
 
 # %%
 fig, axes = plt.subplots(1, len(loop_variants), figsize=(4.2 * len(loop_variants), 3.6), sharey=True, squeeze=False)
+# one colour per loop count, named in the legend as drawn (a numeric hue would get a continuous scale's ticks)
+loop_colors = dict(zip(loops, sns.color_palette("viridis", len(loops))))
 for ax, variant in zip(axes[0], loop_variants):
-    sns.lineplot(data=curves[curves["variant"] == variant], x="lr", y="loss", hue="loops", marker="o",
-                 palette="viridis", legend="brief" if ax is axes[0, -1] else False, ax=ax)
+    sns.lineplot(data=curves[curves["variant"] == variant], x="lr", y="loss", hue="loops", hue_order=loops,
+                 palette=loop_colors, marker="o", legend="full" if ax is axes[0, -1] else False, ax=ax)
     ax.axhline(floor, color="grey", linestyle="--", linewidth=1, label="unigram entropy")
     plots.log_axis(ax, "x")
     ax.set(xlabel="learning rate", ylabel="held-out loss (fixed set)", title=variant)
@@ -404,7 +406,7 @@ tables.reader_table(loading.provenance(table), f"05_{size}_provenance", figures_
 
 # %%
 ranked = summary.sort_values("loss")
-print(f"{size}, {len(seeds)} seeds, {int(summary['seeds'].sum())} runs on {summary['device'].iloc[0]}. "
+print(f"{size}, {len(seeds)} seeds, {int(summary['seeds'].sum())} runs. "
       f"Lowest held-out loss: {ranked.index[0]} ({ranked['loss'].iloc[0]:.4f}); highest: {ranked.index[-1]} "
       f"({ranked['loss'].iloc[-1]:.4f}); standard {summary.loc['standard', 'loss']:.4f}.")
 

@@ -28,41 +28,14 @@ if "google.colab" in sys.modules:
     sys.path.insert(0, os.getcwd())
 
 # %% [markdown]
-# # 0 · The claims ledger: which of the five papers' claims hold here
+# # 0 · The claims ledger: which of the papers' claims hold here
 #
 # **Question.** The report reruns one paper and compares its family across five pages. Which headline claims of
-# the five papers — Review Residuals (Kramer 2026), Attention Residuals (Kimi), Delta Attention Residuals
-# (arXiv 2605.18855), Multi-Gate Residuals (arXiv 2605.23259) and the looped-transformer scaling (arXiv
-# 2606.18524) — does the evidence here support, which does it fail to see at this scale, which does it
-# contradict, and which can it not test?
-#
-# **Method.** One row per claim: the test, its effect signed so that positive is what the claim says, a 95 %
-# interval, a verdict, and a link to the page, table or figure it rests on. Every number is read from files the
-# code wrote: the other pages' tables (`paper/tables/*.csv`), result files under `outputs/`, and the probe files
-# of this page's own runs. The verdict comes from one rule per kind of claim, the same for every row
-# (`rrlib.report.ledger`), at α = 0.05 on the p-value after the correction the row names:
-#
-# - a **directional** claim (a gain, less growth, sharper routing) is *supported* when its effect is positive
-#   and significant, *contradicted* when negative and significant, and otherwise *not at this scale*, with the
-#   smallest effect the design detects at 80 % power beside it;
-# - a **null** claim ("no gain at ≤ 320M") is *supported* when no comparison shows a significant effect of the
-#   excluded sign, *contradicted* when one does (its detectable effect is stated: a null verdict from a test
-#   that could not have seen a gap would be empty);
-# - an **equivalence** claim ("converts without loss") is *supported* when a TOST puts the effect within the
-#   stated margin, *contradicted* when it is significantly negative, and otherwise *not at this scale*;
-# - a claim about two comparisons at once ("over both baselines") takes the smaller effect and the larger p
-#   (the intersection-union test);
-# - *untested* names the reason: a size beyond this machine, a study still running, runs not finished.
-#
-# Four claims needed measurements no other page makes, so this page runs them (`rrlib.report.claims_study`,
-# `bash scripts/claims_study.sh`): the routing contrast of the depth-attention rules, the scale of what every
-# sublayer reads over depth, Review's gate fed only one of its two inputs, and a trained standard model converted
-# into Delta AttnRes. They run at `family` (d 64, 4 blocks, 300 steps, the family page's own size), for two
-# reasons: on this 2-core CPU, shared with a long study, the page's runs then fit in a few hours, where
-# `family_mini` (d 128, 600 steps) costs several times the training FLOPs per run (both counted below, from the
-# committed results); and at `family` every method already has three committed seeds, which a retrained run
-# reproduces closely (trained at a later commit, whose kernels round differently; how closely is measured below),
-# so the probes read, to that precision, the models the family page compares.
+# Review Residuals (Kramer 2026), Attention Residuals (Kimi), Delta Attention Residuals (arXiv 2605.18855),
+# Multi-Gate Residuals (arXiv 2605.23259) and the looped-transformer scaling (arXiv 2606.18524), and of the
+# family's older members (Highway networks, ReZero, LayerScale, Hyper-Connections, mHC), does the evidence here
+# support, which does it fail to see at this scale, which does it contradict, and which can it not test? The
+# ledger comes first; how each row is tested follows it.
 
 # %% tags=["parameters"]
 out_root = "outputs/runs"  # the committed run folders (the depth ablation's and the family's results)
@@ -80,16 +53,17 @@ margin = 0.02  # nats: the equivalence margin of the conversion's TOST, the reci
 figures_dir = None  # the report's figure folder; None shows figures without writing them
 
 # %%
+import dataclasses
 from pathlib import Path
 
-from IPython.display import display
+from IPython.display import HTML, display
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from scipy.stats import t as t_dist
 import torch
 
-from rrlib.model import GPT
+from rrlib.model import GPT, count_params
 from rrlib.report import claims_study, gates, ledger, loading, plots, stats, tables
 from rrlib.runs.arguments import seed_list
 from rrlib.runs.config import project_path
@@ -129,6 +103,47 @@ def unfinished(what, n):
 
 
 rows = []
+
+# %% [markdown]
+# ## The ledger
+#
+# One row per claim: its verdict, the effect signed so that positive is what the claim says, a 95 % interval, the
+# test and the page, table or figure it rests on (the full text of each test in the CSV beneath the table). The
+# rows are built below, claim by claim; the page's last cell writes them here.
+
+# %%
+ledger_shown = display(HTML("<p>The ledger appears here when the page's last cell has run.</p>"), display_id=True)
+
+# %% [markdown]
+# ## How each claim is tested
+#
+# Every number is read from files the code wrote: the other pages' tables (`paper/tables/*.csv`), result files
+# under `outputs/`, and the probe files of this page's own runs. The verdict comes from one rule per kind of
+# claim, the same for every row (`rrlib.report.ledger`), at α = 0.05 on the p-value after the correction the row
+# names:
+#
+# - a **directional** claim (a gain, less growth, sharper routing) is *supported* when its effect is positive
+#   and significant, *contradicted* when negative and significant, and otherwise *not at this scale*, with the
+#   smallest effect the design detects at 80 % power beside it;
+# - a **null** claim ("no gain at ≤ 320M") is *supported* when no comparison shows a significant effect of the
+#   excluded sign, *contradicted* when one does (its detectable effect is stated: a null verdict from a test
+#   that could not have seen a gap would be empty);
+# - an **equivalence** claim ("converts without loss") is *supported* when a TOST puts the effect within the
+#   stated margin, *contradicted* when it is significantly negative, and otherwise *not at this scale*;
+# - a claim about two comparisons at once ("over both baselines") takes the smaller effect and the larger p
+#   (the intersection-union test);
+# - *untested* names the reason: a size that needs a GPU, a study still running, runs not finished.
+#
+# Four claims needed measurements no other page makes, so this page runs them (`rrlib.report.claims_study`,
+# `bash scripts/claims_study.sh`): the routing contrast of the depth-attention rules, the scale of what every
+# sublayer reads over depth, Review's gate fed only one of its two inputs, and a trained standard model converted
+# into Delta AttnRes. They run at `family` (d 64, 4 blocks, 300 steps, the family page's own size), for two
+# reasons: the page's runs then cost a few hours of training, where `family_mini` (d 128, 600 steps) costs
+# several times the training FLOPs per run (both counted below, from the committed results); and at `family`
+# every method already has three committed seeds, which a retrained run
+# reproduces closely (trained at a later commit, whose kernels round differently; how closely is measured below),
+# so the probes read, to that precision, the models the family page compares.
+
 
 # %% [markdown]
 # ## Review Residuals (Kramer 2026)
@@ -365,6 +380,38 @@ else:
         ledger.directional(effect, p, alpha), link("06_size_vs_tokens", "06_gap_factors"), effect, low, high))
 
 # %% [markdown]
+# **(g) What the gate costs in parameters.** The paper says the gate adds about 7 % parameters. Counted here by
+# the model code (`rrlib.model.count_params`, on the meta device) at the paper's five Review configurations, its
+# presets `60m` … `1b` (d 512/768/1024/1280/1536, 8/12/16/20/24 blocks, 8/12/16/20/16 heads, GPT-2's vocabulary of
+# 50,257, context 256): the gate's parameters are Review's minus those of the same model with the standard
+# residual, as a share of all of Review's. The rule for this row: supported when the share is within one point of
+# 7 % at every size, contradicted otherwise; the effect is the smallest share.
+
+# %%
+PAPER_SIZES = ["60m", "150m", "320m", "590m", "1b"]
+STATED_SHARE, SHARE_TOLERANCE = 0.07, 0.01  # "about 7 %", read as 6–8 %
+gate_cost = []
+for size in PAPER_SIZES:
+    model = resolve_run(size, "review", 0).model
+    total, without = count_params(model), count_params(dataclasses.replace(model, variant="standard"))
+    gate_cost.append({"size": size, "d_model": model.d_model, "blocks": model.n_layers, "heads": model.n_heads,
+                      "vocab": model.vocab_size, "context": model.seq_len, "review_params": total,
+                      "gate_params": total - without, "gate_share": (total - without) / total})
+gate_cost = pd.DataFrame(gate_cost)
+display(tables.reader_table(gate_cost.set_index("size"), "07_gate_share", figures_dir,
+                            formats={"gate_share": "{:.1%}"},
+                            rename={"review_params": "Review's parameters", "gate_params": "the gate's",
+                                    "gate_share": "the gate's share"}))
+share = gate_cost.set_index("size")["gate_share"]
+rows.append(ledger.row(
+    "Review", "(g) the gate adds about 7 % parameters",
+    "the gate's share of Review's parameters, counted by the model code at the paper's five configurations: "
+    + ", ".join(f"{size} {value:.1%}" for size, value in share.items())
+    + f"; against {STATED_SHARE:.0%} ± {SHARE_TOLERANCE:.0%}",
+    "supported" if ((share - STATED_SHARE).abs() <= SHARE_TOLERANCE).all() else "contradicted",
+    link("07_claims", "07_gate_share"), share.min()))
+
+# %% [markdown]
 # ## Probes of the family: what each sublayer reads, and how sharply depth attention routes
 #
 # Every method of the family at this page's size, retrained with its weights kept (the committed family runs stay
@@ -478,6 +525,27 @@ def against_standard(variant):
 
 
 
+def family_gain_row(paper, claim, variant):
+    """A claim that ``variant`` beats the standard residual: standard − variant at the family page's size from its
+    table (Holm over the family), the interval from its runs, and the same gap at the wider size beside it."""
+    if summary is None:
+        return ledger.row(paper, claim, "", missing(f"05_{family_size}_summary"), "")
+    if variant not in set(summary["variant"]):
+        return ledger.row(paper, claim, "", ledger.untested(f"no {family_size} runs of {variant}"), "")
+    r = summary.set_index("variant").loc[variant]
+    wide = page_table(f"05_{wide_size}_summary")
+    also = ""
+    if wide is not None and variant in set(wide["variant"]):
+        w = wide.set_index("variant").loc[variant]
+        also = f"; at {wide_size} {w['gap vs standard']:+.4f}, Holm p {w['p (Holm)']:.2g}"
+    return ledger.row(
+        paper, claim,
+        f"standard − {variant} at {family_size}, fixed_loss, Holm over the family: Holm p {r['p (Holm)']:.2g}, "
+        f"detectable {r['detectable gap']:.4f}" + also,
+        ledger.directional(r["gap vs standard"], r["p (Holm)"], alpha),
+        link("05_related_methods", f"05_{family_size}_summary"), r["gap vs standard"], *against_standard(variant))
+
+
 rows.append(growth_row("Attention Residuals", "softmax over depth counters the growth of the residual stream", "attnres"))
 if summary is None:
     rows.append(ledger.row("Attention Residuals", "Block AttnRes keeps most of the gain at a fraction of the cost", "",
@@ -494,6 +562,13 @@ else:
         f"Block's {block['gap vs standard']:+.4f}" + speed,
         ledger.directional(full["gap vs standard"], full["p (Holm)"], alpha),
         link("05_related_methods", f"05_{family_size}_summary"), full["gap vs standard"], *against_standard("attnres")))
+rows += [ledger.row("Attention Residuals", "Block AttnRes matches a baseline trained with 1.25× the compute",
+                    "compute-matched scaling fits of Block AttnRes and standard over several budgets",
+                    ledger.untested("needs scaling-law fits over training budgets at the paper's scale (GPU)"), ""),
+         ledger.row("Attention Residuals", "Block AttnRes adds under 2 % inference latency",
+                    "inference latency of Block AttnRes against standard at the paper's scale",
+                    ledger.untested("needs inference timing at the paper's scale on its hardware; the family's "
+                                    "benchmark times training steps of small models"), "")]
 
 # %% [markdown]
 # ## Delta Attention Residuals (arXiv 2605.18855)
@@ -562,6 +637,10 @@ for form, (base, delta) in pairs.items():
             f"{b} − {delta} {r.paired_gap:+.4f} (detectable {r.mde:.4f})" for b, r in tests.iterrows())
         + "; the smaller gap, the larger p",
         ledger.directional(effect, p, alpha), link("05_related_methods", f"05_{family_size}_summary"), effect, low, high))
+rows.append(ledger.row("Delta AttnRes", "(h) 1.7–8.2 % lower validation perplexity at 220M–7.6B",
+                       "Delta AttnRes against standard and AttnRes at the paper's sizes",
+                       ledger.untested("needs 220M–7.6B models (GPU); (h) above tests the sign at this page's size"),
+                       ""))
 
 # %% [markdown]
 # **(i) Conversion by fine-tuning.** The paper fine-tunes a pretrained model into Delta AttnRes. Its code
@@ -628,22 +707,9 @@ else:
 rows.append(growth_row("Multi-Gate Residuals", "MGR stabilises activation scales", "mgr"))
 rows.append(ledger.row("Multi-Gate Residuals", "without extra communication", "communication volume under tensor "
                        "or pipeline parallelism", ledger.untested("needs multi-device model-parallel training"), ""))
-if summary is None:
-    rows.append(ledger.row("Multi-Gate Residuals", "MGR improves over existing architectures", "",
-                           missing(f"05_{family_size}_summary"), ""))
-else:
-    mgr = summary.set_index("variant").loc["mgr"]
-    wide = page_table(f"05_{wide_size}_summary")
-    also = ""
-    if wide is not None:
-        w = wide.set_index("variant").loc["mgr"]
-        also = f"; at {wide_size} {w['gap vs standard']:+.4f}, Holm p {w['p (Holm)']:.2g}"
-    rows.append(ledger.row(
-        "Multi-Gate Residuals", "MGR improves over existing architectures",
-        f"standard − mgr at {family_size}, fixed_loss, Holm over the family: Holm p {mgr['p (Holm)']:.2g}, detectable "
-        f"{mgr['detectable gap']:.4f}" + also,
-        ledger.directional(mgr["gap vs standard"], mgr["p (Holm)"], alpha),
-        link("05_related_methods", f"05_{family_size}_summary"), mgr["gap vs standard"], *against_standard("mgr")))
+rows.append(family_gain_row("Multi-Gate Residuals", "MGR improves over existing architectures", "mgr"))
+rows.append(ledger.row("Multi-Gate Residuals", "MGR is practical for large-scale training and deployment",
+                       "training and serving at scale", ledger.untested("needs large-scale training (GPUs)"), ""))
 
 # %%
 transfer, trainable = page_table("05_looped_transfer"), page_table("05_looped_trainability")
@@ -689,25 +755,69 @@ else:
             first = also
     rows.append(ledger.row("Looped transformers", "the best learning rate depends on L only, not on N", test,
                            kind, looped_link, first["slope"], first["ci_low"], first["ci_high"]))
+rows += [ledger.row("Looped transformers", "the best learning rate depends on the number of unique layers L",
+                    "optimal learning rate against L at fixed N", ledger.untested(
+                        "the looped study varies the loop count N at one L; it needs a sweep over L"), looped_link),
+         ledger.row("Looped transformers", "under 1/√L scaling the residual stream of a looped model grows with N, "
+                    "under 1/N it does not", "residual-stream norm over the loops, per rule and N",
+                    ledger.untested("the looped runs record losses, not the residual stream's norm"), looped_link)]
 
 # %% [markdown]
-# ## The ledger
+# ## The family's older members: Highway networks, ReZero, LayerScale, Hyper-Connections, mHC
 #
-# Every row above, in one table (the full text of each test in the CSV beneath it).
+# Their abstracts' headline claims, read again. Where the family's committed runs can test one (ReZero's faster
+# convergence, Hyper-Connections' gain over the residual, mHC's over Hyper-Connections), the test is the family
+# page's at its size: equal steps, fixed held-out loss, paired by seed; "converges faster" is read as a lower loss
+# after the same number of steps. The others need depths or scales this study does not reach.
 
 # %%
-claims = ledger.ledger(rows)
-display(tables.reader_table(claims, "07_claims", figures_dir, index=False,
-                            columns=["paper", "claim", "verdict", "effect", "ci_low", "ci_high", "test", "evidence"],
-                            formats={c: lambda x: "" if pd.isna(x) else f"{x:+.4g}" for c in ("effect", "ci_low", "ci_high")},
-                            rename={"ci_low": "95 % low", "ci_high": "95 % high"}))
+rows.append(ledger.row("Highway networks", "networks with hundreds of layers train directly by gradient descent",
+                       "training loss against depth of the convex Highway form, to hundreds of layers",
+                       ledger.untested("page 02's depth ablation stops at 24 blocks, its convex Highway gate starting "
+                                       "at g = 0.5 (carry bias 0), not at the paper's negative carry bias"), link("02_depth_stability")))
+rows.append(family_gain_row("ReZero", "converges faster than the standard residual (56 % faster on enwik8)",
+                            "rezero"))
+rows.append(ledger.row("ReZero", "trains 120-layer transformers", "a depth sweep of rezero",
+                       ledger.untested("page 02's depth ablation covers review, highway and standard only"), ""))
+rows.append(ledger.row("LayerScale (CaiT)", "improves the accuracy of deeper transformers",
+                       "layerscale against standard over depth", ledger.untested(
+                           "the family's runs are 4 blocks deep and page 02 has no layerscale runs; it needs a depth "
+                           "sweep"), ""))
+rows.append(family_gain_row("Hyper-Connections", "hyper-connections improve over residual connections in language "
+                            "model pre-training", "hc"))
+if len(family_runs) and {"hc", "mhc"} <= set(family_runs["variant"]):
+    over_hc = stats.compare(family_runs[family_runs["variant"].isin(["hc", "mhc"])], "fixed_loss", reference="mhc",
+                            n_boot=0).iloc[0]
+    rows.append(ledger.row(
+        "mHC", "improves over Hyper-Connections",
+        f"hc − mhc at {family_size}, fixed_loss, paired over {int(over_hc['paired_n'])} seeds (one comparison); "
+        f"detectable {over_hc['mde']:.4f}",
+        ledger.directional(over_hc["paired_gap"], over_hc["p_holm"], alpha),
+        link("05_related_methods", f"05_{family_size}_summary"), over_hc["paired_gap"], over_hc["ci_low"],
+        over_hc["ci_high"]))
+else:
+    rows.append(ledger.row("mHC", "improves over Hyper-Connections", "",
+                           ledger.untested(f"no {family_size} runs of hc and mhc"), ""))
+rows.append(ledger.row("mHC", "trains stably at scale (3B–27B), where Hyper-Connections become unstable",
+                       "training stability of mhc and hc at the paper's sizes",
+                       ledger.untested("needs 3B–27B models (GPUs)"), ""))
 
 # %% [markdown]
 # ## Recap
+#
+# Every row above, in one table, goes to the top of the page (the full text of each test in the CSV beneath it).
 
 # %%
+claims = ledger.ledger(rows)
 counts = claims["verdict"].map(ledger.verdict_kind).value_counts()
-print(f"{len(claims)} claims of five papers: " + ", ".join(f"{counts.get(v, 0)} {v}" for v in ledger.VERDICTS) + ".")
+summary_line = (f"{len(claims)} claims of {claims['paper'].nunique()} papers: "
+                + ", ".join(f"{counts.get(v, 0)} {v}" for v in ledger.VERDICTS) + ".")
+table = tables.reader_table(claims, "07_claims", figures_dir, index=False,
+                            columns=["paper", "claim", "verdict", "effect", "ci_low", "ci_high", "test", "evidence"],
+                            formats={c: lambda x: "" if pd.isna(x) else f"{x:+.4g}" for c in ("effect", "ci_low", "ci_high")},
+                            rename={"ci_low": "95 % low", "ci_high": "95 % high"})
+ledger_shown.update(HTML(f"<p>{summary_line}</p>" + table.data))
+print(summary_line)
 for verdict in ("supported", "contradicted"):
     chosen = claims[claims["verdict"] == verdict]
     print(f"{verdict.capitalize()}: " + ("; ".join(f"{r.paper} {r.claim}" for r in chosen.itertuples()) or "none") + ".")

@@ -2,6 +2,7 @@
 Delta AttnRes), the probes of what sublayers read and how depth attention routes, the verdict rules, the abstract."""
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -174,12 +175,57 @@ def test_the_abstract_states_each_finding_from_the_tables_and_leaves_out_missing
                   "detectable gap": [np.nan, 0.03, 0.05]}).to_csv(tmp_path / "05_family_summary.csv", index=False)
     pd.DataFrame(columns=["variant", "estimator", "seeds", "slope", "ci_low", "ci_high", "p", "p_equivalent",
                           "fold_change", "verdict", "runs"]).to_csv(tmp_path / "05_looped_transfer.csv", index=False)
+    claims = ledger.ledger([ledger.row("Looped transformers", index.LOOPED_CLAIM, "", ledger.untested("running"), "")])
+    claims.to_csv(tmp_path / "07_claims.csv", index=False)
     lines = index.abstract(tmp_path)
     assert len(lines) == 3
+    assert "ledger tests 1 claims of Review Residuals and 0 related papers: 0 supported" in lines[0]
     assert lines[1] == ("The family (3 methods in one harness, 3 seeds, parameter-matched): after Holm's correction no "
                         "method beats the standard residual, and rezero (-0.200 nats, Holm p 0.01) is worse; the "
                         "design detects gaps of 0.030–0.050 nats.")
     assert "still running; no verdict yet" in lines[2]
+
+
+def test_the_abstracts_looped_verdict_is_the_ledgers_not_the_studys(tmp_path):
+    """Page 05's primary estimator says "transfers"; page 07 weighs the supplementary runs and says otherwise: the
+    abstract repeats page 07."""
+    pd.DataFrame({"variant": ["scaled", "scaled"], "estimator": ["parabola", "parabola"], "seeds": [3, 5],
+                  "slope": [0.03, 0.001], "ci_low": [-0.12, -0.27], "ci_high": [0.18, 0.28], "p": [0.5, 0.9],
+                  "p_equivalent": [0.031, 0.088], "verdict": ["transfers (within ±0.17)", "undecided"],
+                  "runs": ["all runs", "edge cells extended"]}).to_csv(tmp_path / "05_looped_transfer.csv", index=False)
+    ledger.ledger([ledger.row("Looped transformers", index.LOOPED_CLAIM, "t", "not at this scale", "", 0.001, -0.27,
+                              0.28)]).to_csv(tmp_path / "07_claims.csv", index=False)
+    found = index.abstract(tmp_path)[-1]
+    assert '"not at this scale" in the claims ledger' in found and "transfers" not in found
+    assert "+0.00 [-0.27, +0.28], 5 seeds, TOST p 0.088" in found
+
+
+NUMBER = re.compile(r"(?<![\w.])[-+−]?\d+\.\d+")  # a measured number: with a decimal point (counts are integers)
+
+
+def table_cells(tables: Path) -> set[str]:
+    """Every number of the committed tables, as the abstract formats one: 2, 3 or 4 decimals, signed or not, or
+    two significant digits (p-values)."""
+    cells = set()
+    for path in tables.glob("*.csv"):
+        values = pd.read_csv(path).select_dtypes("number").to_numpy(dtype=float).ravel()
+        for v in values[np.isfinite(values)]:
+            cells |= {f"{v:.2g}"} | {f"{v:{sign}.{d}f}" for d in (2, 3, 4) for sign in ("", "+")}
+    return cells
+
+
+def test_every_number_in_the_abstract_is_a_cell_of_a_committed_table():
+    tables = Path(__file__).resolve().parents[1] / "paper" / "tables"
+    numbers = NUMBER.findall(" ".join(index.abstract(tables)))
+    assert len(numbers) > 20  # the abstract states its findings with their numbers
+    stray = [n for n in numbers if n not in table_cells(tables) | {f"{index.LAG_NATS:g}"}]
+    assert stray == [], f"numbers in the index abstract that no committed table holds: {stray}"
+
+
+def test_the_abstract_check_sees_a_number_that_is_no_cell(tmp_path):
+    pd.DataFrame({"x": [0.12345]}).to_csv(tmp_path / "t.csv", index=False)
+    cells = table_cells(tmp_path)
+    assert {"0.12", "+0.123", "0.1235"} <= cells and "0.124" not in cells and NUMBER.findall("p 0.124, 5 seeds") == ["0.124"]
 
 
 def test_the_ledgers_run_roots_count_for_its_page_only(tmp_path):
@@ -200,3 +246,13 @@ def test_the_ledgers_run_roots_count_for_its_page_only(tmp_path):
     assert after["05_related_methods"] == before["05_related_methods"]
     assert after["07_claims"] != before["07_claims"]
     assert [nb.name for nb in sorted(NOTEBOOKS, key=lambda nb: not nb.summary)][0] == "07_claims"
+
+
+@pytest.mark.parametrize("size", ["60m", "1b"])
+def test_the_review_gate_is_two_d_by_d_maps_per_block_at_the_papers_sizes(size):
+    """Page 07's parameter-share row counts the gate as Review minus the same model with the standard residual: that
+    difference is W_r ∈ R^{d×2d} with its bias in each of a block's two sublayers, nothing else."""
+    model = resolve_run(size, "review", 0).model
+    gate = count_params(model) - count_params(dataclasses.replace(model, variant="standard"))
+    assert gate == model.n_layers * 2 * (2 * model.d_model ** 2 + model.d_model)
+    assert (model.vocab_size, model.seq_len) == (50257, 256)

@@ -55,3 +55,9 @@ def test_plotly_figures_are_embedded_rounded():
     trace = plots._rounded_tree(fig.to_dict())["data"][0]
     assert np.frombuffer(base64.b64decode(trace["y"]["bdata"]), dtype=trace["y"]["dtype"]).tolist() == [0.21881, 0.33333]
     assert trace["customdata"].tolist() == [["mini", 0.012346]]
+
+
+def test_a_reader_tables_text_reads_from_the_left_and_its_numbers_from_the_right():
+    df = pd.DataFrame({"claim": ["the gate starts neutral"], "effect": [0.1234]})
+    page = tables.reader_table(df, "09_align", rename={"claim": "what the paper says"}).data
+    assert "#T_09_align_row0_col0 {\n  text-align: left;\n}" in page and "row0_col1 {" not in page

@@ -113,8 +113,29 @@ def test_a_cells_printing_is_one_box_however_the_kernel_flushed_it():
     cell.outputs = [out("stdout", "1\n"), out("stderr", "progress\n"), out("stdout", "2\n"),
                     nbformat.v4.new_output("display_data", {"text/plain": "table"}), out("stdout", "3\n")]
     page = for_reading(nbformat.v4.new_notebook(cells=[cell]))
-    assert [(o.output_type, o.get("text")) for o in page.cells[0].outputs] == [
-        ("stream", "1\n2\n"), ("display_data", None), ("stream", "3\n")]
+    assert [(o.output_type, o.data.get("text/html")) for o in page.cells[0].outputs] == [
+        ("display_data", '<div class="rrlib-text">\n<p>1</p>\n<p>2</p>\n</div>'), ("display_data", None),
+        ("display_data", '<div class="rrlib-text">\n<p>3</p>\n</div>')]
+
+
+def test_a_bare_object_repr_is_left_out_and_a_table_is_kept():
+    cell = nbformat.v4.new_code_cell("plots.save_figure(...)")
+    cell.outputs = [nbformat.v4.new_output("execute_result", {"text/plain": "PosixPath('paper/figures/x.png')"},
+                                           execution_count=1),
+                    nbformat.v4.new_output("execute_result", {"text/plain": "df", "text/html": "<table></table>"},
+                                           execution_count=1)]
+    shown = for_reading(nbformat.v4.new_notebook(cells=[cell])).cells[0].outputs
+    assert [o.data.get("text/html") for o in shown] == ["<table></table>"]
+
+
+def test_printed_text_is_paragraphs_that_wrap_between_words():
+    text = "Review <b> after Holm's correction: 0.031\n\n  At 590M, supported.\n"
+    cell = nbformat.v4.new_code_cell("print(...)")
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=text)]
+    shown = for_reading(nbformat.v4.new_notebook(cells=[cell])).cells[0].outputs[0]
+    assert shown.data["text/html"] == ('<div class="rrlib-text">\n<p>Review &lt;b&gt; after Holm&#x27;s correction: '
+                                       '0.031</p>\n<p class="rrlib-indent">At 590M, supported.</p>\n</div>')
+    assert shown.data["text/plain"] == text
 
 
 def test_a_page_is_reused_until_its_notebook_parameters_or_results_change(tmp_path):
@@ -166,3 +187,24 @@ def test_index_neither_links_nor_shows_the_smoke_test_size(tmp_path):
     (tmp_path / "03_sweep_tiny.reader.html").unlink()
     (tmp_path / "figures" / "03_tiny_final_loss.png").unlink()
     assert write_index(tmp_path, ["abstract"]).read_text(encoding="utf-8") == with_tiny
+
+
+def test_index_lists_pages_under_their_own_numbers_and_captions_figures_by_their_titles(tmp_path):
+    import matplotlib.pyplot as plt
+
+    from rrlib.report import plots
+    from rrlib.report.index import write_index
+
+    (tmp_path / "figures").mkdir()
+    for stem, title in (("07_claims", "0 · The claims ledger"), ("01_mechanism", "1 · The mechanism"),
+                        ("03_sweep_micro", "3 · The sweep"), ("03_sweep_mini", "3 · The sweep")):
+        (tmp_path / f"{stem}.reader.html").write_text(f"<title>{title}</title>", encoding="utf-8")
+    fig, ax = plt.subplots()
+    ax.set_title("Final loss against depth")
+    plots.save_figure(fig, "02_final_loss", tmp_path / "figures")
+    page = write_index(tmp_path, ["abstract"]).read_text(encoding="utf-8")
+    assert "<ol>" not in page and page.index("0 · The claims ledger") < page.index("1 · The mechanism")
+    assert page.count("3 · The sweep") == 1  # once, with one line per size below it
+    assert re.search(r'<li><a href="03_sweep_micro.reader.html">micro</a>: [\d.]+ M parameters', page)
+    assert page.index(">micro</a>") < page.index(">mini</a>")  # smallest model first
+    assert "<figcaption>Final loss against depth</figcaption>" in page and 'alt="Final loss against depth"' in page

@@ -11,31 +11,35 @@ import pandas as pd
 from ..model import count_params
 from ..runs.config import ConfigError
 from ..runs.presets import load_preset
+from . import ledger
 from .notebooks import NOTEBOOKS, QUICK_SIZES, Notebook
 
 
 def abstract(tables: Path) -> list[str]:
     """The index's abstract, in plain sentences: the question, then each finding with its strength, every number
-    read from the pages' own tables (``tables``: paper/tables/*.csv); a finding whose page is not built is left out."""
+    read from the pages' own tables (``tables``: paper/tables/*.csv) and every verdict from the claims ledger's
+    (``07_claims.csv``), so that the abstract cannot say more than page 07; a finding whose page is not built is
+    left out. Every measured number is a cell of a table, formatted as here (a test checks); the integers are
+    counts of rows, seeds and sizes, and ``LAG_NATS`` is the one threshold stated."""
     def read(name):
         path = tables / f"{name}.csv"
         return pd.read_csv(path) if path.exists() else None
 
-    ledger = read("07_claims")
+    claims = read("07_claims")
     counts = ""
-    if ledger is not None:
-        kinds = ledger["verdict"].str.split(":").str[0].value_counts()
-        counts = (f" Its claims ledger tests {len(ledger)} claims of Review Residuals and four related papers: "
-                  + ", ".join(f"{kinds.get(v, 0)} {v}" for v in ("supported", "not at this scale", "contradicted",
-                                                                "untested")) + ".")
+    if claims is not None:
+        kinds = claims["verdict"].map(ledger.verdict_kind).value_counts()
+        counts = (f" Its claims ledger tests {len(claims)} claims of Review Residuals and "
+                  f"{claims['paper'].nunique() - 1} related papers: "
+                  + ", ".join(f"{kinds.get(v, 0)} {v}" for v in ledger.VERDICTS) + ".")
     lines = ["The paper reports that Review residuals, a gate that sees both the residual state and a sublayer's "
              "proposed update, bring no gain at its smaller sizes and a significant gain at its two largest; this "
              "report reruns the comparison, re-reads the paper's runs with a paired test and Holm's correction, and "
              "compares the method's family in one harness." + counts]
-    for finding in (depth_finding(read("02_final_loss"), ledger), review_finding(read("04_ours_tests"),
+    for finding in (depth_finding(read("02_final_loss"), claims), review_finding(read("04_ours_tests"),
                                                                                read("04_paper_tests")),
                     size_finding(read("06_gap_factors")), family_finding(read("05_family_summary")),
-                    looped_finding(read("05_looped_transfer"))):
+                    looped_finding(claims, read("05_looped_transfer"))):
         lines += [finding] if finding else []
     return lines
 
@@ -49,7 +53,11 @@ def _range(values, digits: int = 3) -> str:
     return f"{low:+.{digits}f}" if round(low, digits) == round(high, digits) else f"{low:+.{digits}f} to {high:+.{digits}f}"
 
 
-def depth_finding(final_loss, ledger=None) -> str | None:
+LAG_NATS = 0.1  # a convex form this far behind its additive twin has stopped learning: far beyond the seed spread
+LOOPED_CLAIM = "the best learning rate depends on L only, not on N"  # the looped transfer claim, as page 07 names it
+
+
+def depth_finding(final_loss, claims=None) -> str | None:
     """The depth ablation: from which depth each convex form trails its additive twin, and by how much."""
     if final_loss is None:
         return None
@@ -57,7 +65,7 @@ def depth_finding(final_loss, ledger=None) -> str | None:
     onsets = {}
     for convex, additive in (("review_convex", "review"), ("highway_convex", "highway")):
         if {convex, additive} <= set(mean.columns):
-            behind = mean.index[(mean[convex] - mean[additive]) > 0.1]  # 0.1 nats: far beyond seed spread here
+            behind = mean.index[(mean[convex] - mean[additive]) > LAG_NATS]
             onsets[convex] = behind.min() // 2 if len(behind) else None
     if not onsets or "review_convex" not in onsets:
         return None
@@ -68,11 +76,11 @@ def depth_finding(final_loss, ledger=None) -> str | None:
             else "from " + ", ".join(f"{blocks} blocks ({name})" for name, blocks in found.items()))
     strength = ""
     claim = "(a) the convex form stalls in deep stacks"
-    if ledger is not None and (ledger["claim"] == claim).any():
-        row = ledger[ledger["claim"] == claim].iloc[0]
+    if claims is not None and (claims["claim"] == claim).any():
+        row = claims[claims["claim"] == claim].iloc[0]
         strength = (f"; paired by seed, {row['effect']:+.3f} nats [{row['ci_low']:+.3f}, {row['ci_high']:+.3f}], "
                     f"significant after Holm's correction over the depths")
-    return (f"Depth: the convex forms stop learning in deep stacks, more than 0.1 nats behind their additive twins "
+    return (f"Depth: the convex forms stop learning in deep stacks, more than {LAG_NATS:g} nats behind their additive twins "
             f"{when} (at {deepest // 2} blocks review_convex {mean.loc[deepest, 'review_convex']:.3f} against review "
             f"{mean.loc[deepest, 'review']:.3f}{strength}), while the additive forms keep improving with depth, as "
             f"the paper argues.")
@@ -136,18 +144,22 @@ def family_finding(summary) -> str | None:
             f"nats.")
 
 
-def looped_finding(transfer) -> str | None:
-    """Page 05's looped study: does the 1/N residual scaling transfer the learning rate across loop counts?"""
-    if transfer is None:
+def looped_finding(claims, transfer) -> str | None:
+    """The looped study's transfer claim, with the claims ledger's verdict and interval (page 07 weighs page 05's
+    estimators and its supplementary runs; the abstract repeats its word), and the TOST p of the estimate it used."""
+    row = None if claims is None else claims[claims["claim"] == LOOPED_CLAIM]
+    if row is None or row.empty:
         return None
-    primary = transfer[(transfer["variant"] == "scaled") & (transfer["runs"] == "all runs")].dropna(subset=["slope"])
-    if primary.empty:
+    r = row.iloc[0]
+    if ledger.verdict_kind(r["verdict"]) == "untested" or pd.isna(r["effect"]):
         return ("Looped models: the decisive test of whether the 1/N residual scaling makes the best learning rate "
                 "independent of the loop count is still running; no verdict yet.")
-    r = primary.iloc[0]
-    return (f"Looped models: under the 1/N residual scaling the best learning rate {r['verdict']} (slope of log₂ of "
-            f"the optimum on log₂ N {r['slope']:+.2f} [{r['ci_low']:+.2f}, {r['ci_high']:+.2f}], {int(r['seeds'])} "
-            f"seeds, TOST p {_p(r['p_equivalent'])} for transfer within √2).")
+    used = pd.DataFrame() if transfer is None else transfer[transfer["slope"] == r["effect"]]
+    tost = (f", {int(used['seeds'].iloc[0])} seeds, TOST p {_p(used['p_equivalent'].iloc[0])} for a slope within "
+            f"±1/6") if len(used) else ""
+    return (f"Looped models: that under the 1/N residual scaling the best learning rate does not depend on the loop "
+            f"count N is \"{r['verdict']}\" in the claims ledger (slope of log₂ of the optimum on log₂ N "
+            f"{r['effect']:+.2f} [{r['ci_low']:+.2f}, {r['ci_high']:+.2f}]{tost}).")
 
 
 def _size_key(page: str, notebook: str) -> int:
@@ -176,6 +188,41 @@ def rendered_pages(out: Path) -> list[tuple[Notebook, str, str]]:
     return pages
 
 
+def _sections(out: Path, skipped: tuple[str, ...]) -> str:
+    """The index's list of pages: each page's own title (which carries its number), its blurb and its two versions;
+    a per-size notebook once, with one line per size below it, the size and its model's parameters in the text."""
+    import itertools
+
+    def versions(stem):
+        return f'<span class="alt">(<a href="{stem}.html">with code</a>)</span>'
+
+    shown = [page for page in rendered_pages(out) if not page[1].startswith(skipped)]
+    lines = []
+    for nb, pages in itertools.groupby(shown, key=lambda page: page[0]):  # a notebook's pages are consecutive
+        pages = list(pages)
+        if not nb.per_size:
+            lines += [f'<li><a href="{stem}.reader.html">{html.escape(title)}</a>: {html.escape(nb.blurb)} '
+                      f"{versions(stem)}</li>" for _, stem, title in pages]
+            continue
+        sizes = [f'<li><a href="{stem}.reader.html">{html.escape(stem.removeprefix(nb.name + "_"))}</a>: '
+                 f"{_size_key(stem, nb.name) / 1e6:.2f} M parameters (Review) {versions(stem)}</li>"
+                 for _, stem, _ in pages]
+        title = pages[0][2].rpartition(" — ")[0]  # rendered_pages appends the size
+        lines.append(f"<li>{html.escape(title)}: {html.escape(nb.blurb)}\n<ul>\n" + "\n".join(sizes) + "\n</ul></li>")
+    return "\n".join(lines)
+
+
+def png_title(path: Path) -> str | None:
+    """The title a figure of the report carries in its PNG (rrlib.report.plots.figure_png); None without one."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as image:
+            return image.text.get("Title")
+    except (UnidentifiedImageError, OSError):
+        return None
+
+
 def _smoke_test_prefixes() -> tuple[str, ...]:
     """The stems that start a smoke-test size's page and figures (03_sweep_tiny, 03_tiny_loss_curves)."""
     return tuple(prefix for nb in NOTEBOOKS if nb.per_size for q in QUICK_SIZES
@@ -190,14 +237,12 @@ def write_index(out: Path, paragraphs: list[str]) -> Path:
     whether or not a build made them, and a fresh clone's has no broken link or image.
     """
     skipped = _smoke_test_prefixes()
-    sections = [f'<li><a href="{stem}.reader.html">{html.escape(title)}</a>: {html.escape(nb.blurb)} '
-                f'<span class="alt">(<a href="{stem}.html">with code</a>)</span></li>'
-                for nb, stem, title in rendered_pages(out) if not stem.startswith(skipped)]
     smoke = ", ".join(f"<code>{nb.name}_{q}.reader.html</code>" for nb in NOTEBOOKS if nb.per_size
                       for q in QUICK_SIZES)
     figures = [f for f in sorted((out / "figures").glob("*.png")) if not f.stem.startswith(skipped)]
-    gallery = "\n".join(f'<a href="figures/{f.name}"><figure><img src="figures/{f.name}" alt="{f.stem}">'
-                        f"<figcaption>{f.stem}</figcaption></figure></a>" for f in figures)
+    captions = {f: html.escape(png_title(f) or f.stem) for f in figures}
+    gallery = "\n".join(f'<a href="figures/{f.name}"><figure><img src="figures/{f.name}" alt="{captions[f]}">'
+                        f"<figcaption>{captions[f]}</figcaption></figure></a>" for f in figures)
     body = "\n".join(f"<p>{html.escape(p)}</p>" for p in paragraphs)
     page = f"""<!DOCTYPE html>
 <html lang="en">
@@ -209,7 +254,7 @@ def write_index(out: Path, paragraphs: list[str]) -> Path:
 body {{ font-family: system-ui, sans-serif; max-width: 60rem; margin: 2rem auto; padding: 0 1rem; line-height: 1.5;
        color: #222; }}
 h1 {{ margin-bottom: 0.2rem; }} .sub {{ color: #666; margin-top: 0; }}
-li {{ margin: 0.4rem 0; }} .alt {{ color: #666; font-size: 0.9em; }}
+li {{ margin: 0.4rem 0; }} ul.sections {{ list-style: none; padding-left: 0; }} .alt {{ color: #666; font-size: 0.9em; }}
 .gallery {{ display: flex; flex-wrap: wrap; gap: 1rem; }}
 figure {{ margin: 0; width: 17rem; }} figure img {{ width: 100%; border: 1px solid #ddd; }}
 figcaption {{ font-size: 0.8em; color: #555; }} a {{ color: #1f5fa8; }}
@@ -221,9 +266,9 @@ figcaption {{ font-size: 0.8em; color: #555; }} a {{ color: #1f5fa8; }}
 <h2>Abstract</h2>
 {body}
 <h2>Sections</h2>
-<ol>
-{chr(10).join(sections)}
-</ol>
+<ul class="sections">
+{_sections(out, skipped)}
+</ul>
 <p class="alt">Each section links its reader's version; "with code" is the executed notebook. The smoke-test
 size's page ({smoke}) is made by every build beside this one and not kept in the repository.</p>
 <h2>Figures</h2>

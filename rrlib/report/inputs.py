@@ -8,6 +8,9 @@ from pathlib import Path
 from .notebooks import NOTEBOOK_DIR, NOTEBOOKS, QUICK_SIZES, SWEEPS, Notebook
 
 INPUTS = "inputs.json"  # in the report's folder: what each page was built from
+# outputs/looped: the looped study on its first grid, kept for its history; page 05 reads its successor,
+# outputs/looped_grid (since ee160e1), and no page reads it
+RETIRED_ROOTS = ("looped",)
 RUN_FILES = ("result.json", "metrics.jsonl", "config.json", "weights.pt", "probes.json", "conversion.json")
 
 
@@ -18,7 +21,7 @@ def page_inputs(nb: Notebook, parameters: dict, runs: Path, size: str | None, pa
 
     A per-size page reads its size's runs; the others may read any run beside ``runs`` (the looped sweep keeps
     its own roots there) except the smoke-test size, whose runs the main job trains afresh, and another page's
-    ``own_roots``, and any benchmark
+    ``own_roots`` and the ``RETIRED_ROOTS`` no page reads, and any benchmark
     result (``outputs/bench/*.json``: notebook 05 shows the family's measured speed and memory). The library's
     own code is not part of it: after a change there, ``--force`` rebuilds every page.
     """
@@ -28,14 +31,8 @@ def page_inputs(nb: Notebook, parameters: dict, runs: Path, size: str | None, pa
     digest.update(json.dumps(parameters, sort_keys=True).encode())
     if paper_csv.exists():
         digest.update(paper_csv.read_bytes())
-    root = runs / size if size else runs.parent
-    skipped = [] if size else [runs / s for s in QUICK_SIZES] + [
-        runs.parent / r for other in NOTEBOOKS if other.name != nb.name for r in other.own_roots]
-    bench = runs.parent / "bench"
-    files = sorted(p for p in root.rglob("*")
-                   if (p.name in RUN_FILES or not size and p.parent == bench and p.suffix == ".json")
-                   and not any(p.is_relative_to(s) for s in skipped))
-    for path in files:
+    root = _root(runs, size)
+    for path in input_files(nb, runs, size):
         digest.update(path.relative_to(root).as_posix().encode())
         digest.update(path.read_bytes())
     own = nb.name.split("_")[0] + "_"
@@ -45,6 +42,20 @@ def page_inputs(nb: Notebook, parameters: dict, runs: Path, size: str | None, pa
             digest.update(path.name.encode())
             digest.update(path.read_bytes())
     return digest.hexdigest()
+
+
+def _root(runs: Path, size: str | None) -> Path:
+    return runs / size if size else runs.parent
+
+
+def input_files(nb: Notebook, runs: Path, size: str | None) -> list[Path]:
+    """The run and benchmark files a page can read (``page_inputs`` says which), in a fixed order."""
+    skipped = [] if size else [runs / s for s in QUICK_SIZES] + [runs.parent / r for r in RETIRED_ROOTS] + [
+        runs.parent / r for other in NOTEBOOKS if other.name != nb.name for r in other.own_roots]
+    bench = runs.parent / "bench"
+    return sorted(p for p in _root(runs, size).rglob("*")
+                  if (p.name in RUN_FILES or not size and p.parent == bench and p.suffix == ".json")
+                  and not any(p.is_relative_to(s) for s in skipped))
 
 
 def read_inputs(out: Path) -> dict:

@@ -45,7 +45,7 @@ NOTEBOOKS = (
     Notebook("06_size_vs_tokens", "Scale or undertraining: Review's gap over a grid of two model sizes × three "
              "token budgets, regressed on log size and log tokens per parameter, beside the paper's sizes.",
              quick={"grid_sizes": ["tiny"]}, requires="mini_steps1200"),
-    Notebook("07_claims", "The claims ledger: every headline claim of the five papers, its test here, effect, "
+    Notebook("07_claims", "The claims ledger: every headline claim of the papers, its test here, effect, "
              "interval and verdict, with the evidence it rests on.",
              quick={"family_size": "tiny", "wide_size": None, "claims_size": "tiny", "seeds": [0, 1],
                     "claims_variants": ["standard", "review", "attnres", "attnres_block", "delta_attnres",

@@ -95,11 +95,12 @@ def title_of(fig) -> str:
     return "; ".join(t for t in (ax.get_title() for ax in fig.axes) if t)
 
 
-def save_figure(fig, name: str, figures_dir=None) -> Path | None:
+def save_figure(fig, name: str, figures_dir=None) -> None:
     """Write ``fig`` as ``<figures_dir>/<name>.png`` (the report's figure export; nothing without a folder) and
-    close it, so that it is not shown as well."""
-    png = figure_png(fig)
-    return None if figures_dir is None else _write(png, name, figures_dir)
+    close it, so that it is not shown as well. It returns nothing, so that a cell ending with it shows no path."""
+    png = figure_png(fig, name)
+    if figures_dir is not None:
+        _write(png, name, figures_dir)
 
 
 def show_figure(fig, name: str | None = None, figures_dir=None) -> None:
@@ -112,9 +113,7 @@ def show_figure(fig, name: str | None = None, figures_dir=None) -> None:
     from IPython.display import Image, display
 
     title = title_of(fig)
-    if not title:
-        raise ValueError(f"figure {name or ''} has no title: give it a suptitle or axes titles")
-    png = figure_png(fig)
+    png = figure_png(fig, name)
     if name is not None and figures_dir is not None:
         _write(png, name, figures_dir)
     # shown at the figure's own size (savefig writes it at a higher dpi, for zooming and print)
@@ -130,12 +129,17 @@ def _write(png: bytes, name: str, figures_dir) -> Path:
     return path
 
 
-def figure_png(fig) -> bytes:
-    """``fig`` as PNG bytes (closed afterwards), the same for the same figure: no software version inside."""
+def figure_png(fig, name: str | None = None) -> bytes:
+    """``fig`` as PNG bytes (closed afterwards), the same for the same figure: no software version inside, and
+    the figure's title as the PNG's ``Title`` (the index captions each figure with it)."""
+    title = title_of(fig)
+    if not title:
+        raise ValueError(f"figure {name or ''} has no title: give it a suptitle or axes titles")
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", bbox_inches="tight", metadata={"Software": None})
+    fig.savefig(buffer, format="png", bbox_inches="tight", metadata={"Software": None, "Title": title})
     plt.close(fig)
     return buffer.getvalue()
+
 
 
 _plotly_shown = 0

@@ -184,7 +184,15 @@ def looped(tables: Path) -> str:
                                       "paired p", "Holm p"], rows)
 
 
-BUILDERS = {"depth": depth, "looped": looped, "cpu_scale": cpu_scale, "recipe": recipe, "size_tokens": size_tokens,
+def abstract(tables: Path) -> str:
+    """The index's abstract (rrlib.report.index.abstract), one paragraph each: the README's summary of the results
+    then reads the ledger's verdicts as the index does."""
+    from .index import abstract as index_abstract
+
+    return "\n".join(paragraph + "\n" for paragraph in index_abstract(tables))
+
+
+BUILDERS = {"abstract": abstract, "depth": depth, "looped": looped, "cpu_scale": cpu_scale, "recipe": recipe, "size_tokens": size_tokens,
             "family": family, "family_mini": family_mini, "paper_tests": paper_tests, "claims": claims}
 
 

@@ -14,14 +14,13 @@ from ..runs.config import PROJECT_ROOT
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 # nbconvert's lab template without its two fetched scripts: require.js (nothing here is an AMD module) and
 # MathJax (formulas are drawn at build time by math_as_svg); a figure's title becomes its image's alt text
-# (rrlib.report.plots.show_figure puts it in the output's metadata); long printed lines wrap instead of running
-# off the page.
+# (rrlib.report.plots.show_figure puts it in the output's metadata); printed text becomes paragraphs (as_text).
 TEMPLATE = {"rrlib_report.html.j2": """{%- extends 'lab/index.html.j2' -%}
 {%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}
 {%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
-{% block extra_css %}<style>.jp-OutputArea-output pre { white-space: pre-wrap; }
-.jp-RenderedImage img { max-width: 100%; height: auto; }
-.rrlib-live { border-left: 3px solid #1f77b4; padding: 0.3em 0.8em; background: #f3f7fb; }</style>{% endblock extra_css %}
+{% block extra_css %}<style>.jp-RenderedImage img { max-width: 100%; height: auto; }
+.rrlib-live { border-left: 3px solid #1f77b4; padding: 0.3em 0.8em; background: #f3f7fb; }
+.rrlib-text p { margin: 0.3em 0; } .rrlib-text p.rrlib-indent { margin-left: 1.5em; }</style>{% endblock extra_css %}
 {% block data_png scoped %}
 <div class="jp-RenderedImage jp-OutputArea-output {{ extra_class }}">
 <img src="data:image/png;base64,{{ output.data['image/png'] | escape_html }}" \
@@ -86,8 +85,8 @@ def without_machine_paths(text: str) -> str:
 
 def for_reading(notebook, name: str = "NN_topic"):
     """The executed notebook as a static page shows it: formulas drawn, a note where a live widget stands, no
-    Colab setup cell, no progress (stderr), no machine paths, and nothing that changes from build to build
-    (cell ids are numbered, execution times dropped, printed text in one piece)."""
+    Colab setup cell, no progress (stderr), no bare object reprs, no machine paths, and nothing that changes from build to build
+    (cell ids are numbered, execution times dropped, printed text in one piece, as paragraphs)."""
     import nbformat
 
     notebook.metadata = {k: v for k, v in notebook.metadata.items() if k in ("kernelspec", "language_info")}
@@ -100,8 +99,12 @@ def for_reading(notebook, name: str = "NN_topic"):
             continue
         # widget views (sliders, tqdm's bars) need a kernel; a cell tagged "live" holds controls a reader would
         # want to move, so the page says where they work
-        cell.outputs = joined_streams([o for o in cell.outputs if WIDGET_VIEW not in o.get("data", {})
-                                       and not (o.output_type == "stream" and o.name == "stderr")])
+        # a value a cell ends with that has no form but its repr (a path a helper returned) is the code's, not
+        # the reader's: left out, as progress is
+        cell.outputs = [as_text(o) if o.output_type == "stream" else o for o in
+                        joined_streams([o for o in cell.outputs if WIDGET_VIEW not in o.get("data", {})
+                                        and not (o.output_type == "stream" and o.name == "stderr")
+                                        and not (o.output_type == "execute_result" and set(o.data) == {"text/plain"})])]
         if "live" in cell.metadata.get("tags", []):
             cell.outputs.insert(0, nbformat.v4.new_output("display_data", {"text/html": LIVE_NOTE.format(name=name)}))
         for output in cell.outputs:
@@ -113,6 +116,19 @@ def for_reading(notebook, name: str = "NN_topic"):
             if "traceback" in output:
                 output.traceback = [without_machine_paths(line) for line in output.traceback]
     return notebook
+
+
+def as_text(stream):
+    """A cell's printing as HTML text, one paragraph per printed line (an indented line indented), so that a page's
+    recaps and verdicts wrap between words like the rest of its prose rather than standing as preformatted
+    blocks. Notebooks print sentences only: a table is shown with ``rrlib.report.tables.reader_table``."""
+    import nbformat
+
+    lines = [line for line in stream.text.splitlines() if line.strip()]
+    body = "\n".join(("<p class=\"rrlib-indent\">" if line.startswith(" ") else "<p>") + html.escape(line.strip())
+                     + "</p>" for line in lines)
+    return nbformat.v4.new_output("display_data", {"text/html": f'<div class="rrlib-text">\n{body}\n</div>',
+                                                   "text/plain": stream.text})
 
 
 def joined_streams(outputs: list) -> list:

@@ -113,8 +113,11 @@ def reader_table(df: pd.DataFrame, name: str, figures_dir=None, columns=None, fo
     """
     from IPython.display import HTML
 
-    shown = formatted(df[list(columns)] if columns is not None else df, formats).rename(columns=rename or {})
-    styler = shown.style.set_uuid(name.replace(".", "_"))
+    picked = df[list(columns)] if columns is not None else df
+    shown = formatted(picked, formats).rename(columns=rename or {})
+    # text (a claim, a test, a verdict) reads from the left; numbers stay right-aligned, digits under digits
+    text = [(rename or {}).get(c, c) for c in picked.columns if not pd.api.types.is_numeric_dtype(picked[c])]
+    styler = shown.style.set_uuid(name.replace(".", "_")).set_properties(subset=text, **{"text-align": "left"})
     link = ""
     if figures_dir is not None:
         folder = project_path(figures_dir).parent / "tables"
