@@ -184,3 +184,22 @@ def test_compare_refuses_an_out_that_is_not_a_folder(tmp_path, monkeypatch, caps
                    "--runs", "runs", "--out", "taken"])
     assert status == 2 and "is a file, not a folder" in capsys.readouterr().err
     assert (tmp_path / "taken").read_text() == "a file of the user's" and not (tmp_path / "runs").exists()
+
+
+def test_report_compare_adds_the_verdict_page_to_the_index(tmp_path, monkeypatch):
+    from rrlib.report import build, index
+    from rrlib.runs.config import ConfigError
+
+    folder = tmp_path / "token gate!"
+    folder.mkdir()
+    with pytest.raises(ConfigError, match="holds no verdict.html and verdict.json"):
+        build.comparison_page(folder)
+    (folder / "verdict.json").write_text("{}")
+    (folder / "verdict.html").write_text("<html><head><title>is token_gate better than standard?</title></head></html>")
+    name, page = build.comparison_page(folder)
+    assert name == "token_gate" and page == folder / "verdict.html"
+    out = tmp_path / "paper"
+    (out / index.COMPARISONS).mkdir(parents=True)
+    (out / index.COMPARISONS / f"{name}.html").write_bytes(page.read_bytes())
+    text = index.write_index(out, ["An abstract."]).read_text()
+    assert '<a href="compare/token_gate.html">token_gate</a>: is token_gate better than standard?' in text

@@ -25,7 +25,7 @@ COLUMNS = ["variant", "baseline", "metric", "seeds", "gap", "ci_low", "ci_high",
 STYLE = """body { font-family: system-ui, sans-serif; max-width: 60rem; margin: 2rem auto; padding: 0 1rem;
        line-height: 1.5; color: #222; }
 table { border-collapse: collapse; font-size: 0.9em; } th, td { padding: 0.25rem 0.6rem; text-align: right; }
-th { border-bottom: 1px solid #999; } td:first-child, th:first-child, td:nth-child(2), th:nth-child(2) { text-align: left; }
+th { border-bottom: 1px solid #999; } td { white-space: nowrap; } td:first-child, th:first-child, td:nth-child(2), th:nth-child(2) { text-align: left; }
 tr:nth-child(even) { background: #f6f6f6; } img { max-width: 100%; } pre { white-space: pre-wrap; }
 .sub { color: #666; } a { color: #1f5fa8; }"""
 

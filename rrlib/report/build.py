@@ -16,6 +16,7 @@ that the kept report and run results are never touched.
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 
@@ -25,10 +26,10 @@ from ..model import count_params
 from ..rules.external import add_rules_option
 from ..runs.config import PROJECT_ROOT, ConfigError, given_path, project_path
 from ..runs.arguments import OneLineParser, path_text, seed_list, variant_list
-from ..runs.output_paths import checked_output
+from ..runs.output_paths import FILE, checked_output
 from ..runs.presets import load_preset
 from . import readme
-from .index import abstract, rendered_pages, write_index
+from .index import COMPARISONS, abstract, rendered_pages, write_index
 from .inputs import cost_text, missing_runs, page_inputs, read_inputs, write_inputs
 from .notebooks import NOTEBOOKS, QUICK_SIZES, declared_parameters, notebook_source, parameter_values, shown
 from .render import render
@@ -74,6 +75,8 @@ def parse_args(argv):
     add_rules_option(p)
     p.add_argument("--runs", default=None, type=path_text, help="root of the run folders (default: outputs/runs)")
     p.add_argument("--build", default=None, type=path_text, help="executed notebooks and local retraining go here (default: build)")
+    p.add_argument("--compare", action="append", default=[], type=path_text, metavar="DIR",
+                   help="a folder written by `rrlib compare`: its verdict page joins the report (repeatable)")
     p.add_argument("--only", nargs="+", default=None, metavar="NOTEBOOK",
                    help=f"build only these notebooks: {', '.join(nb.name for nb in NOTEBOOKS)}")
     p.add_argument("--paper-csv", default=None, type=path_text, help=f"the paper's runs (default: {PAPER_CSV}, from the project)")
@@ -114,6 +117,17 @@ def extra_parameters(items: list[str]) -> dict:
     return out
 
 
+def comparison_page(folder) -> tuple[str, Path]:
+    """(the name it is listed under, its verdict.html) of a folder that ``rrlib compare`` wrote; one sentence if not."""
+    folder = project_path(folder)
+    page = folder / "verdict.html"
+    if not (page.is_file() and (folder / "verdict.json").is_file()):
+        raise ConfigError(f"--compare {shown(folder)} holds no verdict.html and verdict.json; give a folder that "
+                          f"`python -m rrlib compare --out` wrote")
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", folder.resolve().name).strip("._") or "comparison"
+    return name, page
+
+
 def main(argv=None) -> int:
     args = parse_args(list(argv or []))
     base = "build/quick" if args.quick else "build"
@@ -122,6 +136,7 @@ def main(argv=None) -> int:
     build = _folder(args.build) if args.build else project_path(base)
     for folder, option in ((out, "--out"), (build, "--build")):
         checked_output(folder, option)  # before any notebook runs: a page that fails late writes nothing over
+    comparisons = [comparison_page(given_path(folder)) for folder in args.compare]  # each checked before any work
     unknown = set(args.only or []) - {nb.name for nb in NOTEBOOKS}
     if unknown:
         raise ConfigError(f"unknown notebook(s) {sorted(unknown)}; valid: {', '.join(nb.name for nb in NOTEBOOKS)}")
@@ -191,6 +206,11 @@ def main(argv=None) -> int:
                 built[stem] = inputs
                 write_inputs(out, built)
             print(f"[report] {stem}: done in {time.perf_counter() - t0:.0f} s", flush=True)
+    for name, page in comparisons:
+        (out / COMPARISONS).mkdir(exist_ok=True)
+        target = checked_output(out / COMPARISONS / f"{name}.html", "--out", kind=FILE)
+        target.write_bytes(page.read_bytes())
+        print(f"[report] {COMPARISONS}/{name}.html: the verdict page of {shown(page.parent)}", flush=True)
     index = write_index(out, abstract(out / "tables"))
     if out == project_path("paper"):  # the committed report: the README's result tables follow its tables
         if readme.update(project_path("README.md"), out / "tables"):

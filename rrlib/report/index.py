@@ -53,6 +53,7 @@ def _range(values, digits: int = 3) -> str:
     return f"{low:+.{digits}f}" if round(low, digits) == round(high, digits) else f"{low:+.{digits}f} to {high:+.{digits}f}"
 
 
+COMPARISONS = "compare"  # the report's folder of verdict pages from `rrlib compare` (report --compare)
 LAG_NATS = 0.1  # a convex form this far behind its additive twin has stopped learning: far beyond the seed spread
 LOOPED_CLAIM = "the best learning rate depends on L only, not on N"  # the looped transfer claim, as page 07 names it
 
@@ -188,6 +189,18 @@ def rendered_pages(out: Path) -> list[tuple[Notebook, str, str]]:
     return pages
 
 
+def _comparisons(out: Path) -> str:
+    """The index's list of ``rrlib compare`` pages that ``report --compare`` added (each titled by its question)."""
+    items = []
+    for page in sorted((out / COMPARISONS).glob("*.html")):
+        found = re.search(r"<title>(.*?)</title>", page.read_text(encoding="utf-8"), re.S)
+        items.append(f'<li><a href="{COMPARISONS}/{page.name}">{page.stem}</a>: {found.group(1) if found else ""}</li>')
+    if not items:
+        return ""
+    return ("<h2>Comparisons</h2>\n<p class=\"alt\">Rules judged with <code>rrlib compare</code> (each page: the "
+            "verdicts, their strength and the command that reproduces them).</p>\n<ul>\n" + "\n".join(items) + "\n</ul>")
+
+
 def _sections(out: Path, skipped: tuple[str, ...]) -> str:
     """The index's list of pages: each page's own title (which carries its number), its blurb and its two versions;
     a per-size notebook once, with one line per size below it, the size and its model's parameters in the text."""
@@ -271,6 +284,7 @@ figcaption {{ font-size: 0.8em; color: #555; }} a {{ color: #1f5fa8; }}
 </ul>
 <p class="alt">Each section links its reader's version; "with code" is the executed notebook. The smoke-test
 size's page ({smoke}) is made by every build beside this one and not kept in the repository.</p>
+{_comparisons(out)}
 <h2>Figures</h2>
 <div class="gallery">
 {gallery}
