@@ -1,5 +1,6 @@
-"""Shared fixtures: where the offline data lives, and CPU-only determinism."""
+"""Shared fixtures: where the offline data lives, CPU-only determinism, and a residual rule of one's own."""
 import os
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,48 @@ def quick_report(tmp_path_factory, shared) -> Path:
                           env={**os.environ, "PYTHONUNBUFFERED": "1"})
     assert done.returncode == 0, f"report build failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return root
+
+
+USER_RULE = textwrap.dedent('''
+    import torch
+    from rrlib import ResidualRule, register
+
+
+    @register("{name}")
+    class Scalar(ResidualRule):
+        """h + sigmoid(a) u, one scalar a per sublayer."""
+
+        def __init__(self, shape):
+            super().__init__(shape)
+            self.a = torch.nn.Parameter(torch.zeros(shape.n_unique))
+
+        def step_params(self, i):
+            return (self.a[self.shape.unique(i)],)
+
+        def commit(self, h, u, a):
+            return h + torch.sigmoid(a) * u
+    ''')
+
+
+@pytest.fixture
+def user_rule():
+    """``user_rule(folder, name=..., file=..., extra=...)`` writes a small rule file of one's own; its path."""
+    def write(folder: Path, name: str = "sigmoid_scalar", file: str = "my_rules.py", extra: str = "") -> Path:
+        path = Path(folder) / file
+        path.write_text(USER_RULE.format(name=name) + extra)
+        return path
+
+    return write
+
+
+@pytest.fixture
+def registry_as_it_was(monkeypatch):
+    """A test that loads rules into this process's registry gets it back as it was, and $RRLIB_RULES with it."""
+    from rrlib.rules import external, protocol
+
+    saved = dict(protocol.RULES), dict(protocol.SOURCES), dict(external._LOADED)
+    monkeypatch.delenv(external.ENV, raising=False)
+    yield
+    for live, kept in zip((protocol.RULES, protocol.SOURCES, external._LOADED), saved):
+        live.clear()
+        live.update(kept)

@@ -1,7 +1,6 @@
 """``rrlib compare`` (rrlib.compare) and its statistics (rrlib.report.verdict): end to end at tiny with a rule file,
 the verdict file against rrlib.report.stats, the verdict words, the design sized for a detectable gap, bad flags."""
 import json
-import textwrap
 
 import numpy as np
 import pandas as pd
@@ -9,44 +8,13 @@ import pytest
 
 from rrlib.report import stats, verdict
 
-RULE = textwrap.dedent('''
-    import torch
-    from rrlib import ResidualRule, register
-
-
-    @register("sigmoid_scalar")
-    class SigmoidScalar(ResidualRule):
-        """h + sigmoid(a) u, one scalar a per sublayer."""
-
-        def __init__(self, shape):
-            super().__init__(shape)
-            self.a = torch.nn.Parameter(torch.zeros(shape.n_unique))
-
-        def step_params(self, i):
-            return (self.a[self.shape.unique(i)],)
-
-        def commit(self, h, u, a):
-            return h + torch.sigmoid(a) * u
-    ''')
-
-
-@pytest.fixture
-def registry_as_it_was(monkeypatch):
-    from rrlib.rules import external, protocol
-
-    saved = dict(protocol.RULES), dict(protocol.SOURCES), dict(external._LOADED)
-    monkeypatch.delenv(external.ENV, raising=False)
-    yield
-    for live, kept in zip((protocol.RULES, protocol.SOURCES, external._LOADED), saved):
-        live.clear()
-        live.update(kept)
 
 
 def test_compare_end_to_end_at_tiny_agrees_with_the_statistics_module(tmp_path, shared, monkeypatch, capsys,
-                                                                       registry_as_it_was):
+                                                                       registry_as_it_was, user_rule):
     from rrlib.__main__ import main
 
-    (tmp_path / "my_rules.py").write_text(RULE)
+    user_rule(tmp_path)
     monkeypatch.chdir(tmp_path)
     args = ["compare", "--rules", "my_rules.py", "--variants", "sigmoid_scalar", "--against", "standard,review",
             "--size", "tiny", "--seeds", "2", "--steps", "4", "--set", "train.eval_every=4", "--set",

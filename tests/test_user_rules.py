@@ -4,44 +4,12 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-RULE = textwrap.dedent('''
-    import torch
-    from rrlib import ResidualRule, register
-
-
-    @register("{name}")
-    class Scalar(ResidualRule):
-        """h + sigmoid(a) u, one scalar a per sublayer."""
-
-        def __init__(self, shape):
-            super().__init__(shape)
-            self.a = torch.nn.Parameter(torch.zeros(shape.n_unique))
-
-        def step_params(self, i):
-            return (self.a[self.shape.unique(i)],)
-
-        def commit(self, h, u, a):
-            return h + torch.sigmoid(a) * u
-    ''')
-
-
-@pytest.fixture(autouse=True)
-def registry_as_it_was(monkeypatch):
-    """Each test loads its rules into this process's registry: put it back afterwards, and $RRLIB_RULES with it."""
-    from rrlib.rules import external, protocol
-
-    saved = dict(protocol.RULES), dict(protocol.SOURCES), dict(external._LOADED)
-    monkeypatch.delenv(external.ENV, raising=False)
-    yield
-    for live, kept in zip((protocol.RULES, protocol.SOURCES, external._LOADED), saved):
-        live.clear()
-        live.update(kept)
+pytestmark = pytest.mark.usefixtures("registry_as_it_was")
 
 
 def rrlib(*args, cwd, monkeypatch, capsys):
@@ -54,21 +22,15 @@ def rrlib(*args, cwd, monkeypatch, capsys):
     return status, out.out, out.err
 
 
-def write_rule(folder: Path, name="sigmoid_scalar", file="my_rules.py", extra="") -> Path:
-    path = folder / file
-    path.write_text(RULE.format(name=name) + extra)
-    return path
-
-
 def python(code: str, cwd, env=None):
     return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{cwd}", **(env or {})})
 
 
-def test_a_rule_file_trains_and_its_run_records_origin_and_hash(tmp_path, shared, monkeypatch, capsys):
+def test_a_rule_file_trains_and_its_run_records_origin_and_hash(tmp_path, shared, monkeypatch, capsys, user_rule):
     from rrlib.rules import external
 
-    write_rule(tmp_path)
+    user_rule(tmp_path)
     args = ("train", "--rules", "my_rules.py", "--size", "tiny", "--variant", "sigmoid_scalar", "--steps", "3",
             "--set", "train.eval_every=3", "--out", "runs")
     status, out, err = rrlib(*args, cwd=tmp_path, monkeypatch=monkeypatch, capsys=capsys)
@@ -81,7 +43,7 @@ def test_a_rule_file_trains_and_its_run_records_origin_and_hash(tmp_path, shared
     status, out, _ = rrlib(*args, cwd=tmp_path, monkeypatch=monkeypatch, capsys=capsys)
     assert status == 0 and "'status': 'finished'" in out
     # the same file edited (as a new process would load it): a run of other code, never "done already"
-    write_rule(tmp_path, extra="\n# a change\n")
+    user_rule(tmp_path, extra="\n# a change\n")
     external._LOADED.clear()
     from rrlib.rules import protocol
 
@@ -103,11 +65,14 @@ def test_builtin_runs_keep_their_fingerprint():
 @pytest.mark.parametrize("content, words", [
     ("raise ValueError('broken on purpose')\n", "the rule file bad.py does not import: line 1: ValueError: broken on purpose"),
     ("def f(:\n", "the rule file bad.py does not import: line 1: SyntaxError"),
-    (RULE.format(name="review"), "rule file bad.py: the rule name 'review' is taken (by Review of module "
+    ("RULE review", "rule file bad.py: the rule name 'review' is taken (by Review of module "
                                  "rrlib.rules.per_sublayer); register Scalar under another name"),
 ])
-def test_a_file_that_does_not_load_is_one_sentence_and_exit_2(tmp_path, content, words, monkeypatch, capsys):
-    (tmp_path / "bad.py").write_text(content)
+def test_a_file_that_does_not_load_is_one_sentence_and_exit_2(tmp_path, content, words, monkeypatch, capsys, user_rule):
+    if content == "RULE review":
+        user_rule(tmp_path, name="review", file="bad.py")
+    else:
+        (tmp_path / "bad.py").write_text(content)
     status, _, err = rrlib("train", "--rules", "bad.py", "--size", "tiny", "--variant", "review", cwd=tmp_path,
                            monkeypatch=monkeypatch, capsys=capsys)
     assert status == 2 and len(err.strip().splitlines()) == 1 and err.startswith("error: ")
@@ -124,25 +89,25 @@ def test_missing_rules_and_bad_values_are_one_sentence(tmp_path, monkeypatch, ca
         assert status == 2 and words in err and len(err.strip().splitlines()) == 1, err
 
 
-def test_two_files_claiming_one_name_are_refused(tmp_path, monkeypatch, capsys):
-    write_rule(tmp_path, file="a.py")
-    write_rule(tmp_path, file="b.py")
+def test_two_files_claiming_one_name_are_refused(tmp_path, monkeypatch, capsys, user_rule):
+    user_rule(tmp_path, file="a.py")
+    user_rule(tmp_path, file="b.py")
     status, _, err = rrlib("train", "--rules", "a.py", "--rules", "b.py", "--size", "tiny", "--variant",
                            "sigmoid_scalar", cwd=tmp_path, monkeypatch=monkeypatch, capsys=capsys)
     assert status == 2 and "the rule name 'sigmoid_scalar' is taken" in err
     assert "file a.py" in err  # says who holds it
 
 
-def test_a_module_the_environment_and_an_entry_point_all_register(tmp_path):
+def test_a_module_the_environment_and_an_entry_point_all_register(tmp_path, user_rule):
     package = tmp_path / "userpkg"
     package.mkdir()
     (package / "__init__.py").write_text("")
-    write_rule(package, name="from_module", file="rules.py")
-    write_rule(tmp_path, name="from_env", file="env_rules.py")
+    user_rule(package, name="from_module", file="rules.py")
+    user_rule(tmp_path, name="from_env", file="env_rules.py")
     dist = tmp_path / "userpkg-1.0.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: userpkg\nVersion: 1.0\n")
-    write_rule(package, name="from_entry_point", file="installed.py")
+    user_rule(package, name="from_entry_point", file="installed.py")
     (dist / "entry_points.txt").write_text("[rrlib.rules]\nmine = userpkg.installed\n")
     code = ("from rrlib.rules import RULES, load_rules; from rrlib.rules.external import rule_source; "
             "load_rules('userpkg.rules'); "
@@ -155,9 +120,9 @@ def test_a_module_the_environment_and_an_entry_point_all_register(tmp_path):
     assert origins == "['module userpkg.rules', 'file env_rules.py', 'entry point mine (userpkg.installed)']"
 
 
-def test_the_command_line_passes_its_rules_on_to_child_processes(tmp_path):
+def test_the_command_line_passes_its_rules_on_to_child_processes(tmp_path, user_rule):
     """--rules is exported to $RRLIB_RULES, which a notebook kernel or torchrun worker reads on import."""
-    write_rule(tmp_path)
+    user_rule(tmp_path)
     code = ("import os, subprocess, sys; from rrlib.__main__ import load_given_rules; "
             "load_given_rules(['train', '--rules', 'my_rules.py']); "
             "print(subprocess.run([sys.executable, '-c', 'from rrlib.rules import RULES; "
@@ -179,13 +144,13 @@ def test_the_same_class_defined_again_replaces_itself():
     assert RULES.pop("twice_defined_rule") is TwiceDefined
 
 
-def test_the_sweep_notebook_takes_rules_and_variants_as_parameters(tmp_path, shared):
+def test_the_sweep_notebook_takes_rules_and_variants_as_parameters(tmp_path, shared, user_rule):
     """papermill -p rules my_rules.py -p variants review,sigmoid_scalar: the kernel loads the file, the list is a list."""
     import papermill
 
     from rrlib.report.notebooks import NOTEBOOK_DIR
 
-    write_rule(tmp_path)
+    user_rule(tmp_path)
     executed = tmp_path / "03.ipynb"
     papermill.execute_notebook(str(NOTEBOOK_DIR / "03_sweep.ipynb"), str(executed), kernel_name="python3",
                                cwd=str(REPO), progress_bar=False,
