@@ -147,6 +147,23 @@ def choices() -> tuple[str, str]:
 DELEGATED = {"bench": "rrlib.speed.bench", "report": "rrlib.report.build"}
 
 
+VALUE_FLAGS = ("--shard",)  # flags whose value may start with "-" (a bad shard such as -1/2)
+
+
+def joined_values(argv: list[str]) -> list[str]:
+    """``--shard -1/2`` as ``--shard=-1/2``: argparse reads a value that starts with "-" as another flag and answers
+    "expected one argument"; joined, the value reaches its own check, which names the valid form."""
+    out, k = [], 0
+    while k < len(argv):
+        if argv[k] in VALUE_FLAGS and k + 1 < len(argv) and argv[k + 1].startswith("-") and argv[k + 1] != "--help":
+            out.append(f"{argv[k]}={argv[k + 1]}")
+            k += 2
+        else:
+            out.append(argv[k])
+            k += 1
+    return out
+
+
 def rules_given(argv: list[str]) -> list[str]:
     """The --rules values in ``argv`` (``--rules X`` or ``--rules=X``), read before the parsers run."""
     found = []
@@ -172,7 +189,7 @@ def load_given_rules(argv: list[str]) -> None:
 
 
 def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
+    argv = joined_values(sys.argv[1:] if argv is None else list(argv))
     try:
         load_given_rules(argv)
     except ConfigError as err:

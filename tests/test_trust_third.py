@@ -214,7 +214,7 @@ HEADER = "size,variant,seed,params_M,steps,val_loss,ece,minutes\n"
     (["report", "-p", "variants=r"], "unknown variant 'r'; valid variants: "),
     (["report", "-p", "seeds=-1"], "a seed must be a whole number from 0 to 2**64 - 1, got -1"),
     (["report", "--paper-csv", "missing.csv"], "missing.csv is not a file; give the paper's run table"),
-    (["sweep", "--size", "tiny", "--shard", "-1/2"], "argument --shard: expected one argument; see"),
+    (["sweep", "--size", "tiny", "--shard", "-1/2"], "bad shard '-1/2'; write k/n with 0 <= k < n, e.g. 0/2"),
 ])
 def test_every_subcommand_answers_bad_input_in_one_sentence(tmp_path, capsys, monkeypatch, argv, message):
     monkeypatch.chdir(tmp_path)
