@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from scipy.stats import t as stats_t
 import torch
 
 from rrlib.model import GPT, ModelConfig, count_params
@@ -150,23 +151,56 @@ def test_routing_contrast_is_uniform_at_init_and_refuses_a_rule_that_does_not_ro
 # ---------------------------------------------------------------- verdicts
 
 
-def test_the_verdict_rules():
-    assert ledger.directional(0.02, 0.01) == "supported"
-    assert ledger.directional(-0.02, 0.01) == "contradicted"
-    assert ledger.directional(0.02, 0.2) == ledger.directional(0.02, np.nan) == "not at this scale"
-    assert ledger.null_claim([0.01, -0.03], [0.3, 0.001]) == "supported"  # a significant loss is no gain
-    assert ledger.null_claim([0.01, 0.03], [0.3, 0.001]) == "contradicted"
-    assert ledger.equivalence(0.001, 0.8, 0.01) == "supported"
-    assert ledger.equivalence(-0.05, 0.01, 0.6) == "contradicted"
-    assert ledger.equivalence(0.01, 0.5, 0.2) == "not at this scale"
+def test_the_verdict_rule_on_constructed_cases():
+    judge = ledger.judge
+    # directional: significance decides the sign; on the paper's regime a gain below the paper's own contradicts
+    assert judge("directional", 0.02, 0.01) == "supported"
+    assert judge("directional", -0.02, 0.01) == "contradicted"
+    assert judge("directional", 0.02, 0.2) == judge("directional", 0.02, np.nan) == "inconclusive"
+    assert judge("directional", 0.001, 0.6, p_margin=0.01) == "contradicted"
+    assert judge("directional", 0.001, 0.6, p_margin=0.3) == "inconclusive"
+    # null ("no gain"): a significant gain contradicts; a significant loss does not; support needs the margin test
+    assert judge("null", 0.03, 0.001) == "contradicted"
+    assert judge("null", -0.03, 0.001, p_margin=0.001) == "supported"
+    assert judge("null", 0.001, 0.5, p_margin=0.2) == judge("null", 0.001, 0.5) == "inconclusive"
+    # equivalence: significant either way contradicts; the TOST supports
+    assert judge("equivalence", -0.5, 0.01, 0.001) == "contradicted"
+    assert judge("equivalence", 0.01, 0.8, 0.01) == "supported"
+    assert judge("equivalence", 0.01, 0.8, 0.2) == "inconclusive"
+    assert judge("measured", holds=True) == "supported" and judge("measured", holds=False) == "contradicted"
+    with pytest.raises(ValueError, match="none of directional, null, equivalence, measured"):
+        judge("probably")
+    with pytest.raises(ValueError, match="needs holds"):
+        judge("measured")
+
+
+def test_below_margin_p_is_the_one_sided_t_test_read_off_the_interval():
+    d = np.array([0.001, 0.004, -0.002, 0.003, 0.0])
+    t = ledger.paired(d)
+    expected = stats_t.cdf((d.mean() - 0.01) / (d.std(ddof=1) / np.sqrt(len(d))), len(d) - 1)
+    assert ledger.below_margin_p(t["effect"], t["ci_low"], t["ci_high"], len(d), 0.01) == pytest.approx(expected)
+    assert np.isnan(ledger.below_margin_p(0.0, np.nan, 0.1, 5, 0.01))
+
+
+def test_a_rows_interval_and_p_come_from_one_comparison():
+    """Every part must hold: the largest p, with that part's own effect and interval."""
     assert ledger.intersection([0.03, 0.01], [0.02, -0.01], [0.04, 0.03], [0.001, 0.2]) == (0.01, -0.01, 0.03, 0.2)
+    assert ledger.intersection([0.01, 0.03], [-0.01, 0.0], [0.03, 0.06], [0.001, 0.04]) == (0.03, 0.0, 0.06, 0.04)
+
+
+def test_ledger_rows_and_helpers():
     assert ledger.detectable_coefficient(0.01, 3) == pytest.approx(0.0416, abs=1e-4)  # (3.182 + 0.978) · SE
     assert np.isnan(ledger.detectable_coefficient(0.01, 0))
     d = ledger.paired([0.01, 0.02, 0.03])
     assert d["effect"] == pytest.approx(0.02) and d["ci_low"] < 0.02 < d["ci_high"] and d["mde"] > 0
-    with pytest.raises(ValueError, match="is none of supported, not at this scale, contradicted, untested"):
+    with pytest.raises(ValueError, match="is none of supported, contradicted, inconclusive, out of reach, untested"):
         ledger.row("p", "c", "t", "probably", "e")
-    assert ledger.row("p", "c", "t", ledger.untested("needs 590M"), "e")["verdict"] == "untested: needs 590M"
+    assert ledger.row("p", "c", "t", ledger.out_of_reach("590M on a GPU"), "e")["verdict"] == \
+        "out of reach: 590M on a GPU"
+    assert ledger.verdict_kind("out of reach: 590M on a GPU") == "out of reach"
+    unsure = ledger.row("p", "c", "a test", "inconclusive", "e", 0.001, detectable=0.02, paper_effect=0.009)
+    assert unsure["test"] == "a test; the design detects 0.02 against the paper's 0.009"
+    assert list(unsure) == ledger.COLUMNS
 
 
 def test_the_abstract_states_each_finding_from_the_tables_and_leaves_out_missing_pages(tmp_path):
@@ -193,10 +227,10 @@ def test_the_abstracts_looped_verdict_is_the_ledgers_not_the_studys(tmp_path):
                   "slope": [0.03, 0.001], "ci_low": [-0.12, -0.27], "ci_high": [0.18, 0.28], "p": [0.5, 0.9],
                   "p_equivalent": [0.031, 0.088], "verdict": ["transfers (within ±0.17)", "undecided"],
                   "runs": ["all runs", "edge cells extended"]}).to_csv(tmp_path / "05_looped_transfer.csv", index=False)
-    ledger.ledger([ledger.row("Looped transformers", index.LOOPED_CLAIM, "t", "not at this scale", "", 0.001, -0.27,
+    ledger.ledger([ledger.row("Looped transformers", index.LOOPED_CLAIM, "t", "inconclusive", "", 0.001, -0.27,
                               0.28)]).to_csv(tmp_path / "07_claims.csv", index=False)
     found = index.abstract(tmp_path)[-1]
-    assert '"not at this scale" in the claims ledger' in found and "transfers" not in found
+    assert '"inconclusive" in the claims ledger' in found and "transfers" not in found
     assert "+0.00 [-0.27, +0.28], 5 seeds, TOST p 0.088" in found
 
 

@@ -152,7 +152,7 @@ def looped_finding(claims, transfer) -> str | None:
     if row is None or row.empty:
         return None
     r = row.iloc[0]
-    if ledger.verdict_kind(r["verdict"]) == "untested" or pd.isna(r["effect"]):
+    if ledger.verdict_kind(r["verdict"]) in ("untested", "out of reach") or pd.isna(r["effect"]):
         return ("Looped models: the decisive test of whether the 1/N residual scaling makes the best learning rate "
                 "independent of the loop count is still running; no verdict yet.")
     used = pd.DataFrame() if transfer is None else transfer[transfer["slope"] == r["effect"]]

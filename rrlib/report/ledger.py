@@ -1,22 +1,33 @@
-"""The claims ledger's verdict rules: one row per claim, its effect with an interval, and a verdict by a rule
-fixed here, not chosen per claim.
+"""The claims ledger's one verdict rule, and the rows it judges: each claim's test, its correction, its effect with
+an interval and p from the same comparison, the paper's own effect, what the design could detect, and a verdict.
 
-Every effect is signed so that positive means what the claim says (a gain, less growth, sharper routing); a
-claim of "no gain" is read on the gain itself. The rules, at level ``alpha`` on the p-value after the row's
-stated correction:
+Every effect is signed so that positive means what the claim says (a gain, less growth, sharper routing); a claim of
+"no gain" is read on the gain itself. ``judge`` is the rule, at level ``alpha`` on the row's p after its stated
+correction (``correction``: which comparisons Holm spans, or none for a claim that needs every part to hold):
 
-    directional claim   supported          the effect is positive and significant
-                        contradicted       the effect is negative and significant
-                        not at this scale  neither; the row states the smallest effect its design detects
-    null claim          supported          no comparison shows a significant effect of the excluded sign
-    ("no gain")         contradicted       one does
-    equivalence claim   supported          a TOST puts the effect within ±margin
-    ("no worse")        contradicted       the effect is negative and significant
-                        not at this scale  neither; the row states the margin and the TOST p
-    any claim           untested           the reason (a size beyond this machine, a study still running)
+    directional claim   supported      the effect is positive and significant
+    ("A beats B")       contradicted   the effect is negative and significant; or, where the row tests the
+                                       paper's own regime, the one-sided test that the effect is below the paper's
+                                       rejects (a gain as large as the paper's is ruled out)
+                        inconclusive   neither: the row states the smallest effect its design detects beside the
+                                       paper's, so a reader sees whether it could have seen it
+    null claim          contradicted   the effect is positive and significant (a gain where none is claimed)
+    ("no gain")         supported      the one-sided test that the effect is below ``margin`` rejects: any gain is
+                                       smaller than the margin, which is tied to the paper's own effect
+                        inconclusive   neither
+    equivalence claim   contradicted   the effect is significant, of either sign
+    ("does not depend   supported      the TOST at ±``margin`` rejects: the effect lies within the margin
+    on N")              inconclusive   neither
+    measured claim      supported /    a quantity against the value the paper states, with the tolerance written
+    ("about 7 %")       contradicted   in the row (``holds``)
+    any claim           out of reach   what it needs (a size beyond a CPU, model-parallel training, a measurement
+                                       the study does not make), with no numbers
+                        untested       only while the page's own inputs are missing (a table not built, runs not
+                                       finished): never in the committed report
 
-A claim about two comparisons at once ("over both baselines") is an intersection: its effect is the smaller,
-its p the larger of the two (the intersection-union test, which needs no further correction).
+A claim about several comparisons that must all hold ("over both baselines", "at every N") is an intersection-union
+test: its p is the largest of the parts' unadjusted p-values, which needs no further correction, and its effect and
+interval are that same comparison's (``intersection``), so a row's interval and p always come from one comparison.
 """
 from __future__ import annotations
 
@@ -26,36 +37,49 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-VERDICTS = ("supported", "not at this scale", "contradicted", "untested")
-COLUMNS = ["paper", "claim", "test", "effect", "ci_low", "ci_high", "verdict", "evidence"]
+VERDICTS = ("supported", "contradicted", "inconclusive", "out of reach", "untested")
+KINDS = ("directional", "null", "equivalence", "measured")
+COLUMNS = ["paper", "claim", "test", "correction", "effect", "ci_low", "ci_high", "p", "paper_effect", "detectable",
+           "margin", "verdict", "evidence"]
+NO_CORRECTION = "none: every part must hold (the largest p)"
 
 
-def directional(effect: float, p: float, alpha: float = 0.05) -> str:
-    if not np.isfinite(p):
-        return "not at this scale"
-    if p < alpha:
-        return "supported" if effect > 0 else "contradicted"
-    return "not at this scale"
-
-
-def null_claim(effects, ps, alpha: float = 0.05) -> str:
-    """``effects`` signed so that positive is what the claim excludes (a gain, where it says "no gain")."""
-    found = any(e > 0 and p < alpha for e, p in zip(effects, ps))
-    return "contradicted" if found else "supported"
-
-
-def equivalence(effect: float, p: float, p_equivalent: float, alpha: float = 0.05) -> str:
-    if np.isfinite(p_equivalent) and p_equivalent < alpha:
-        return "supported"
-    if np.isfinite(p) and p < alpha and effect < 0:
+def judge(kind: str, effect: float = np.nan, p: float = np.nan, p_margin: float = np.nan,
+          holds: bool | None = None, alpha: float = 0.05) -> str:
+    """The verdict of one claim by the rule in the module docstring: ``p`` after the row's correction, ``p_margin``
+    the p of its margin test (``below_margin_p`` at the null claim's margin, or at the paper's own effect for a
+    directional claim on the paper's regime; the TOST p for an equivalence claim)."""
+    if kind not in KINDS:
+        raise ValueError(f"claim kind {kind!r} is none of {', '.join(KINDS)}")
+    significant = np.isfinite(p) and p < alpha
+    if kind == "measured":
+        if holds is None:
+            raise ValueError("a measured claim needs holds=True or False")
+        return "supported" if holds else "contradicted"
+    if kind == "directional":
+        if significant:
+            return "supported" if effect > 0 else "contradicted"
+        return "contradicted" if np.isfinite(p_margin) and p_margin < alpha else "inconclusive"
+    if significant and (effect > 0 or kind == "equivalence"):
         return "contradicted"
-    return "not at this scale"
+    if np.isfinite(p_margin) and p_margin < alpha:
+        return "supported"
+    return "inconclusive"
+
+
+def below_margin_p(effect: float, ci_low: float, ci_high: float, n: int, margin: float, alpha: float = 0.05) -> float:
+    """One-sided p that the true effect is below ``margin``, from a paired t-interval at level 1 − alpha over ``n``
+    seeds (its standard error is read off the interval): the test of "no gain as large as the margin"."""
+    if n < 2 or not all(np.isfinite([effect, ci_low, ci_high])) or ci_high <= ci_low:
+        return np.nan
+    se = (ci_high - ci_low) / (2 * sps.t.ppf(1 - alpha / 2, n - 1))
+    return float(sps.t.cdf((effect - margin) / se, n - 1))
 
 
 def intersection(effects, lows, highs, ps) -> tuple[float, float, float, float]:
-    """(effect, ci_low, ci_high, p) of "both hold": the comparison with the smaller effect, and the larger p."""
-    k = int(np.argmin(effects))
-    return effects[k], lows[k], highs[k], float(np.max(ps))
+    """(effect, ci_low, ci_high, p) of "every part holds": the part with the largest p, all four its own."""
+    k = int(np.nanargmax(np.asarray(ps, dtype=float)))
+    return effects[k], lows[k], highs[k], float(ps[k])
 
 
 def paired(diffs, alpha: float = 0.05) -> dict:
@@ -84,22 +108,37 @@ def detectable_coefficient(stderr: float, dof: float, alpha: float = 0.05, power
 
 
 def welch(a, b, alpha: float = 0.05) -> dict:
-    """mean(a) − mean(b) for two independent groups, with Welch's t-interval and p."""
+    """mean(a) − mean(b) for two independent groups, with Welch's t-interval and p, and the detectable difference
+    at their pooled spread (the paired formula on the Welch standard error: an approximation)."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     test = sps.ttest_ind(a, b, equal_var=False)
     ci = test.confidence_interval(1 - alpha)
-    return {"effect": a.mean() - b.mean(), "ci_low": ci.low, "ci_high": ci.high, "p": test.pvalue, "n": min(len(a), len(b))}
+    se = (ci.high - ci.low) / (2 * sps.t.ppf(1 - alpha / 2, test.df))
+    return {"effect": a.mean() - b.mean(), "ci_low": ci.low, "ci_high": ci.high, "p": test.pvalue,
+            "n": min(len(a), len(b)), "mde": detectable_coefficient(se, test.df, alpha)}
 
 
 def row(paper: str, claim: str, test: str, verdict: str, evidence: str, effect=np.nan, ci_low=np.nan,
-        ci_high=np.nan) -> dict:
-    if verdict not in VERDICTS and not verdict.startswith("untested: "):
-        raise ValueError(f"verdict {verdict!r} is none of {', '.join(VERDICTS)} (untested with its reason)")
-    return dict(zip(COLUMNS, (paper, claim, test, effect, ci_low, ci_high, verdict, evidence)))
+        ci_high=np.nan, p=np.nan, correction: str = "", paper_effect=np.nan, detectable=np.nan,
+        margin=np.nan) -> dict:
+    """One ledger row. An inconclusive row says what its design could see, beside the paper's effect."""
+    if verdict not in VERDICTS and not verdict.startswith(("untested: ", "out of reach: ")):
+        raise ValueError(f"verdict {verdict!r} is none of {', '.join(VERDICTS)} (untested or out of reach with its "
+                         f"reason)")
+    if verdict == "inconclusive" and np.isfinite(detectable):
+        seen = f"the design detects {detectable:.4g}"
+        test += f"; {seen}" + (f" against the paper's {paper_effect:.4g}" if np.isfinite(paper_effect) else "")
+    values = (paper, claim, test, correction, effect, ci_low, ci_high, p, paper_effect, detectable, margin,
+              verdict, evidence)
+    return dict(zip(COLUMNS, values))
 
 
 def untested(reason: str) -> str:
     return f"untested: {reason}"
+
+
+def out_of_reach(needs: str) -> str:
+    return f"out of reach: {needs}"
 
 
 def ledger(rows: list[dict]) -> pd.DataFrame:
@@ -107,5 +146,8 @@ def ledger(rows: list[dict]) -> pd.DataFrame:
 
 
 def verdict_kind(verdict: str) -> str:
-    """The verdict without an untested row's reason: one of ``VERDICTS``."""
-    return "untested" if verdict.startswith("untested") else verdict
+    """The verdict without its reason: one of ``VERDICTS``."""
+    for kind in ("untested", "out of reach"):
+        if verdict.startswith(kind):
+            return kind
+    return verdict
