@@ -15,7 +15,6 @@ that the kept report and run results are never touched.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import time
 from pathlib import Path
@@ -26,13 +25,13 @@ from ..model import count_params
 from ..runs.config import PROJECT_ROOT, ConfigError, given_path, project_path
 from ..runs.presets import load_preset
 from . import readme
+from .arguments import PAPER_CSV, parse_args
 from .index import abstract, rendered_pages, write_index
 from .inputs import cost_text, missing_runs, page_inputs, read_inputs, write_inputs
 from .notebooks import NOTEBOOKS, QUICK_SIZES, declared_parameters, notebook_source, parameter_values, shown
 from .render import render
 
 KERNEL = "python3"
-PAPER_CSV = "../shared/reference/scaling_v8.csv"  # the paper's 42 runs, beside the project (DESIGN.md)
 QUICK_CELL_TIMEOUT = 600  # seconds: a quick build's cells take seconds, so a stuck one fails CI instead of hanging it
 
 
@@ -60,34 +59,6 @@ def execute(notebook, parameters: dict, output: Path, log_output: bool, cell_tim
 
 
 # ---------------------------------------------------------------- the command
-
-def parse_args(argv):
-    p = argparse.ArgumentParser(prog="python -m rrlib report", description=__doc__.splitlines()[0])
-    p.add_argument("--sizes", nargs="+", default=None,
-                   help="sizes for the sweep notebook, one execution each (default: every size with results "
-                        "under --runs, after tiny; tiny alone with --quick)")
-    p.add_argument("--quick", action="store_true",
-                   help="tiny parameters for CI; folders default to build/quick/{paper,runs}")
-    p.add_argument("--out", default=None, help="where the rendered report goes (default: paper)")
-    p.add_argument("--runs", default=None, help="root of the run folders (default: outputs/runs)")
-    p.add_argument("--build", default=None, help="executed notebooks and local retraining go here (default: build)")
-    p.add_argument("--only", nargs="+", default=None, metavar="NOTEBOOK",
-                   help=f"build only these notebooks: {', '.join(nb.name for nb in NOTEBOOKS)}")
-    p.add_argument("--paper-csv", default=None, help=f"the paper's runs (default: {PAPER_CSV}, from the project)")
-    p.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE",
-                   help="a parameter for every notebook that declares it (a YAML value), e.g. -p device=cuda")
-    p.add_argument("--threads", type=int, default=None,
-                   help="CPU threads per notebook kernel (OMP_NUM_THREADS); --quick uses 1, as tiny models gain "
-                        "nothing from more and a shared CPU loses much to oversubscription")
-    p.add_argument("--verbose", action="store_true", help="stream the notebooks' output while they run")
-    p.add_argument("--train-missing", action="store_true",
-                   help="train the runs a page needs and the run folders lack (listed with their cost without "
-                        "this flag; only the tiny sweep trains unasked)")
-    p.add_argument("--force", action="store_true",
-                   help="execute every page, also those whose notebook, parameters and results are unchanged "
-                        "since the last build (needed after a change to the library itself)")
-    return p.parse_args(argv)
-
 
 def extra_parameters(items: list[str]) -> dict:
     out = {}

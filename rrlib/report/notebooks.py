@@ -7,9 +7,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..runs.config import PROJECT_ROOT, ConfigError
-
-NOTEBOOK_DIR = PROJECT_ROOT / "notebooks"
+from ..home import NOTEBOOK_DIR, PROJECT_ROOT  # torch-free: `report --help` lists NOTEBOOKS
 
 
 @dataclass(frozen=True)
@@ -91,6 +89,8 @@ def notebook_source(nb: Notebook):
 
     path = NOTEBOOK_DIR / f"{nb.name}.py"
     if not path.exists():
+        from ..runs.config import ConfigError
+
         raise ConfigError(f"notebook source {shown(path)} is missing; valid notebooks: "
                           f"{', '.join(n.name for n in NOTEBOOKS)}")
     return jupytext.read(path)

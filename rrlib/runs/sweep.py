@@ -17,7 +17,7 @@ from .config import ConfigError, project_path
 from .device import pick_device
 from .folders import RunBusy, claimed, writable_folder
 from .pace import check_cpu_reach
-from .presets import load_preset, resolve_run
+from .presets import load_preset, resolve_run, size_name
 from .runfiles import RunConflict, StateError, read_result
 from .validate import check_seed
 from .train import train_run
@@ -78,6 +78,7 @@ def run_sweep(size: str, variants=None, seeds=None, overrides: dict | None = Non
     """
     cells = grid(size, variants, seeds, shard)
     runs = [resolve_run(size, v, s, overrides, out_root) for v, s in cells]  # every error before any training
+    size = size_name(size)  # a preset file's runs are filed under its name
     writable_folder(project_path(out_root) / size, "--out")
     problems, todo = [], []
     for i, run in enumerate(runs, 1):
