@@ -5,7 +5,7 @@ import jupytext
 import nbformat
 import pytest
 
-from rrlib.report.build import execute
+from rrlib.report.build import PageProgress, execute
 from rrlib.report.inputs import page_inputs
 from rrlib.report.notebooks import NOTEBOOKS
 from rrlib.report.render import for_reading, render
@@ -166,3 +166,12 @@ def test_index_neither_links_nor_shows_the_smoke_test_size(tmp_path):
     (tmp_path / "03_sweep_tiny.reader.html").unlink()
     (tmp_path / "figures" / "03_tiny_final_loss.png").unlink()
     assert write_index(tmp_path, ["abstract"]).read_text(encoding="utf-8") == with_tiny
+
+
+def test_a_pages_stderr_reaches_the_builder_line_by_line_naming_the_page(capsys):
+    progress = PageProgress("03_sweep_tiny")
+    progress.write("[sweep 1/2] tiny/review/seed0: finished\r\n\n[sweep 2/2] tiny/standard/seed0: done already\n")
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines() == ["[report] 03_sweep_tiny: [sweep 1/2] tiny/review/seed0: finished",
+                                         "[report] 03_sweep_tiny: [sweep 2/2] tiny/standard/seed0: done already"]

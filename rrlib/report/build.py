@@ -16,6 +16,7 @@ that the kept report and run results are never touched.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -49,12 +50,31 @@ def sizes_with_results(runs: Path) -> list[str]:
     return sorted(found, key=lambda s: (count_params(load_preset(s).model), s))
 
 
-def execute(notebook, parameters: dict, output: Path, log_output: bool, cell_timeout: int | None) -> None:
+class PageProgress:
+    """What a page's cells write to stderr (the progress of the runs it trains, one line per run and each run's
+    start-up line: rrlib.report.loading.quiet_sweep) as lines on the report's stderr, each naming the page. The
+    rendered page leaves stderr out (rrlib.report.render), so this is where a builder sees a page at work."""
+
+    def __init__(self, stem: str):
+        self.stem = stem
+
+    def write(self, text: str) -> None:
+        for line in text.splitlines():
+            if line.strip():
+                print(f"[report] {self.stem}: {line.strip()}", file=sys.stderr, flush=True)
+
+    def flush(self) -> None:
+        pass
+
+
+def execute(notebook, parameters: dict, output: Path, log_output: bool, cell_timeout: int | None,
+            stem: str = "") -> None:
     import papermill
 
     output.parent.mkdir(parents=True, exist_ok=True)
     papermill.execute_notebook(notebook, str(output), parameters=parameters, kernel_name=KERNEL,
                                cwd=str(PROJECT_ROOT), progress_bar=False, log_output=log_output,
+                               stderr_file=None if log_output else PageProgress(stem),
                                execution_timeout=cell_timeout)
 
 
@@ -132,7 +152,7 @@ def main(argv=None) -> int:
             t0 = time.perf_counter()
             executed = build / "notebooks" / f"{stem}.ipynb"
             try:
-                execute(source, parameters, executed, args.verbose, QUICK_CELL_TIMEOUT if args.quick else None)
+                execute(source, parameters, executed, args.verbose, QUICK_CELL_TIMEOUT if args.quick else None, stem)
             except Exception as err:  # papermill re-raises a cell's error and keeps the notebook up to it
                 reason = (str(err).strip().splitlines() or [type(err).__name__])[-1]
                 print(f"error: {stem} failed ({reason}); the executed notebook is {shown(executed)}", flush=True)
