@@ -178,18 +178,8 @@ DELEGATED = {"bench": ("rrlib.speed.arguments", "rrlib.speed.bench"),
              "report": ("rrlib.report.arguments", "rrlib.report.build")}
 
 
-def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and argv[0] in DELEGATED:
-        import importlib
-
-        arguments, command = DELEGATED[argv[0]]
-
-        def delegate() -> int:
-            importlib.import_module(arguments).parse_args(argv[1:])  # --help and usage mistakes, without torch
-            return importlib.import_module(command).main(argv[1:])
-
-        return reported(delegate)
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of train and sweep (bench and report have their own: DELEGATED)."""
     parser = OneLineParser(prog=prog(), description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     for name, text in (("bench", "throughput, MFU and memory per variant"),
@@ -214,7 +204,22 @@ def main(argv=None) -> int:
     p.add_argument("--shard", default="0/1",
                    help="k/n: this machine's share, every n-th cell from the k-th (0 <= k < n; default: all)")
     add_overrides(p)
+    return parser
 
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in DELEGATED:
+        import importlib
+
+        arguments, command = DELEGATED[argv[0]]
+
+        def delegate() -> int:
+            importlib.import_module(arguments).parse_args(argv[1:])  # --help and usage mistakes, without torch
+            return importlib.import_module(command).main(argv[1:])
+
+        return reported(delegate)
+    parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return reported(lambda: run_command(args))

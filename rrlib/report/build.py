@@ -163,9 +163,10 @@ def main(argv=None) -> int:
                 write_inputs(out, built)
             print(f"[report] {stem}: done in {time.perf_counter() - t0:.0f} s", flush=True)
     index = write_index(out, abstract(out / "tables"))
-    if out == project_path("paper"):  # the committed report: the README's result tables follow its tables
-        if readme.update(project_path("README.md"), out / "tables"):
-            print("[report] README.md: result tables regenerated from paper/tables", flush=True)
+    if out == project_path("paper"):  # the committed report: the README's and docs' result tables follow its tables
+        for document in readme.DOCUMENTS:
+            if readme.update(project_path(document), out / "tables"):
+                print(f"[report] {document}: result tables regenerated from paper/tables", flush=True)
     print(f"[report] {len(rendered_pages(out))} pages, {len(list((out / 'figures').glob('*.png')))} figures, "
           f"{time.perf_counter() - start:.0f} s: {shown(index)}")
     return 0
