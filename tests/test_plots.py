@@ -55,3 +55,22 @@ def test_plotly_figures_are_embedded_rounded():
     trace = plots._rounded_tree(fig.to_dict())["data"][0]
     assert np.frombuffer(base64.b64decode(trace["y"]["bdata"]), dtype=trace["y"]["dtype"]).tolist() == [0.21881, 0.33333]
     assert trace["customdata"].tolist() == [["mini", 0.012346]]
+
+
+def test_plotly_pages_are_written_by_the_json_engine_whatever_is_installed():
+    go = pytest.importorskip("plotly.graph_objects")
+    import plotly.io as pio
+
+    pio.json.config.default_engine = "auto"  # orjson where installed: "−" as itself
+    html = plots.plotly_html(go.Figure(go.Scatter(x=[1.0], y=[2.0], name="a − b")), 1)
+    assert pio.json.config.default_engine == "json"
+    assert '"a \\u2212 b"' in html and 'id="plotly-1"' in html and "a − b" not in html
+
+
+def test_every_csv_float_is_rounded_to_ten_digits_unless_told_fewer(tmp_path):
+    pytest.importorskip("IPython")
+    df = pd.DataFrame({"slope": [0.12345678901234567], "n": [3]})
+    tables.reader_table(df, "09_stats", tmp_path / "figures", index=False)
+    tables.reader_table(df, "09_probe", tmp_path / "figures", index=False, digits=5)
+    assert (tmp_path / "tables" / "09_stats.csv").read_text() == "slope,n\n0.123456789,3\n"
+    assert (tmp_path / "tables" / "09_probe.csv").read_text() == "slope,n\n0.12346,3\n"
