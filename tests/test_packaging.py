@@ -17,7 +17,6 @@ from rrlib.home import REPO_URL
 from rrlib.version import __version__
 
 REPO = Path(__file__).resolve().parents[1]
-pytestmark = pytest.mark.slow
 
 
 def packages_in_the_checkout() -> set[str]:
@@ -55,6 +54,7 @@ def wheel(tmp_path_factory) -> Path:
     return found
 
 
+@pytest.mark.slow  # builds and installs the wheel: .ci/run runs it
 def test_the_wheel_carries_presets_kernels_notebooks_and_metadata(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     presets = {f"rrlib/params/{p.name}" for p in (REPO / "params").glob("*.yaml")}
@@ -96,6 +96,7 @@ def venv(wheel, tmp_path_factory) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_the_installed_package_is_the_wheel_and_its_home_is_the_working_folder(venv, tmp_path):
     code = "import rrlib, rrlib.home as h; print(rrlib.__file__); print(h.IN_CHECKOUT, h.PROJECT_ROOT)"
     here = in_venv(venv, [str(venv / "bin" / "python"), "-c", code], tmp_path)
@@ -106,6 +107,7 @@ def test_the_installed_package_is_the_wheel_and_its_home_is_the_working_folder(v
     assert elsewhere.stdout.splitlines()[1] == f"False {tmp_path / 'h'}"
 
 
+@pytest.mark.slow
 def test_the_rrlib_command_trains_tiny_in_an_empty_folder(venv, tmp_path, shared):
     data = shared / "data" / "tinystories" / "TinyStories-train-sample.txt"
     done = in_venv(venv, ["rrlib", "train", "--size", "tiny", "--variant", "review", "--steps", "3",
@@ -126,6 +128,7 @@ def test_the_rrlib_command_trains_tiny_in_an_empty_folder(venv, tmp_path, shared
     assert unknown.returncode == 2 and "preset file nowhere.yaml does not exist" in unknown.stderr
 
 
+@pytest.mark.slow
 def test_a_notebook_runs_through_papermill_in_an_empty_folder(venv, tmp_path, shared):
     """The Colab case: no checkout, only the installed package; the data arrives by a parameter."""
     source = REPO / "notebooks" / "03_sweep.ipynb"

@@ -30,6 +30,8 @@ version = "0"
 packages = ["standin"]
 '''
 
+pytestmark = pytest.mark.slow  # an end-to-end check: .ci/run runs it, `pytest -q` leaves it out
+
 
 def system_python() -> Path | None:
     """A python3 on PATH that is the system's own and marked externally managed (PEP 668), as on Debian 12 and
