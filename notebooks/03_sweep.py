@@ -1,6 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
+#     formats: ipynb,py:percent
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -16,7 +17,7 @@
 # On Colab, fetch and install the project first; anywhere else rrlib is already installed.
 import sys
 
-REPO_URL = "https://github.com/OWNER/rrlib"
+REPO_URL = "https://github.com/rrlib-project/rrlib"
 if "google.colab" in sys.modules:
     import os
     import subprocess

@@ -1,20 +1,34 @@
-"""Train, sweep, benchmark and report: python -m rrlib train|sweep|bench|report ... (each has its own --help).
+"""Train, sweep, benchmark and report: rrlib train|sweep|bench|report ... (also python -m rrlib ...; each has its
+own --help).
 
 Every error a user can cause (unknown size or variant, bad numbers, missing data) ends in one sentence and
 exit status 2; nothing already written is touched. A relative path typed here (--out, --data-path, --val-path,
---set data.cache_dir=...) is read against the current folder; paths in presets are the project's
-(rrlib.runs.config).
+--size FILE.yaml, --set data.cache_dir=...) is read against the current folder; paths in presets are the
+project's (rrlib.runs.config, rrlib.home).
+
+``--help`` at every level and a usage mistake answer without loading torch or pandas: the parsers are built from
+torch-free modules (rrlib.home, the report's and the benchmark's ``arguments``) and from the valid choices spelled
+below, which tests/test_cli_help.py checks against the library's own lists.
 """
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import yaml
 
-from .runs.arguments import OneLineParser, path_text
-from .runs.config import ConfigError
-from .runs.data import DataError
+from .home import PARAMS_DIR, given_path
+from .parsing import OneLineParser, add_rules_option, path_text
+
+# The valid choices --help names, as the library defines them (rrlib.rules.RULES, rrlib.runs.config.PRECISIONS,
+# rrlib.runs.data.TOKENIZERS and HELDOUT), spelled here so that --help loads no torch.
+RULE_NAMES = ("standard", "review", "review_state_only", "review_update_only", "review_convex", "highway",
+              "highway_convex", "rezero", "layerscale", "scaled", "scaled_loops", "attnres_block", "attnres",
+              "delta_attnres", "delta_attnres_block", "mgr", "hc", "mhc")
+PRECISIONS = ("auto", "fp32", "tf32", "bf16")
+TOKENIZERS = ("gpt2", "bytes")
+HELDOUT = ("tail", "validation")
 
 # flag → (section, field): the overrides every training command accepts
 OVERRIDE_FLAGS = {
@@ -30,9 +44,6 @@ OVERRIDE_FLAGS = {
 
 def override_help() -> dict[str, str]:
     """One line per override flag, naming the valid choices where there is a fixed set."""
-    from .runs.config import PRECISIONS
-    from .runs.data import HELDOUT, TOKENIZERS
-
     return {
         "steps": "training steps (default: the preset's)",
         "batch_size": "sequences per optimiser step (default: the preset's)",
@@ -73,7 +84,7 @@ PATH_SETTINGS = {("data", "data_path"), ("data", "val_path"), ("data", "cache_di
 
 
 def overrides_from(args) -> dict:
-    from .runs.config import given_path
+    from .runs.config import ConfigError, given_path
 
     out: dict = {}
     flagged = {}  # (section, field) → the flag that set it: a --set of the same setting would disagree silently
@@ -113,6 +124,7 @@ def csv_list(kind):
 
 def seed_number(text: str) -> int:
     """A seed as the command line takes it: the run folder is seed<k>, and batches are drawn from k."""
+    from .runs.config import ConfigError
     from .runs.validate import check_seed
 
     try:
@@ -135,16 +147,56 @@ def seed_count(text: str) -> list[int]:
     return csv_list(seed_number)(text)
 
 
+def size_names(params_dir: Path = PARAMS_DIR) -> list[str]:
+    """rrlib.runs.presets.available_sizes() read without loading torch: one name per preset file, or
+    ``<name><value>`` per value of its ``expand:``; a file that does not parse is left out, as there."""
+    names = []
+    for path in sorted(params_dir.glob("*.yaml")):
+        try:
+            raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (yaml.YAMLError, UnicodeDecodeError):
+            continue
+        expand = raw.get("expand") if isinstance(raw, dict) else None
+        names += [f"{path.stem}{v}" for v in next(iter(expand.values()))] if isinstance(expand, dict) else [path.stem]
+    return names
+
+
+def preset(text: str) -> str:
+    """--size: a preset's name, or a preset file typed relative to the current folder (in the library's form)."""
+    return given_path(text) if text.endswith((".yaml", ".yml")) else text
+
+
 def choices() -> tuple[str, str]:
-    """The valid sizes and variants, as --help lists them."""
-    from .rules import RULES
-    from .runs.presets import available_sizes
+    """The valid sizes and variants, as --help lists them (with the rules --rules loaded, when it loaded any)."""
+    loaded = sys.modules.get("rrlib.rules")
+    extra = [name for name in (loaded.RULES if loaded else ()) if name not in RULE_NAMES]
+    return ", ".join(size_names()), ", ".join([*RULE_NAMES, *extra])
 
-    return ", ".join(available_sizes()), ", ".join(RULES)
+
+def prog() -> str:
+    """How the command was typed: the console script ``rrlib``, or ``python -m rrlib``."""
+    return "rrlib" if Path(sys.argv[0]).name == "rrlib" else "python -m rrlib"
 
 
-# Subcommands that own their arguments: python -m rrlib <name> ... → <module>.main(argv)
-DELEGATED = {"bench": "rrlib.speed.bench", "report": "rrlib.report.build"}
+def reported(command) -> int:
+    """``command()``'s exit status; an error the user caused is one line on stderr and status 2. (Both error
+    classes are ValueErrors; they are imported only once one is raised, as they load torch.)"""
+    try:
+        return command()
+    except ValueError as err:
+        from .runs.config import ConfigError
+        from .runs.data import DataError
+
+        if not isinstance(err, (ConfigError, DataError)):
+            raise
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+# Subcommands that own their arguments: rrlib <name> ... → <parser module>.parse_args(argv) answers --help and
+# usage mistakes without torch, then <module>.main(argv) runs the command.
+DELEGATED = {"bench": ("rrlib.speed.arguments", "rrlib.speed.bench"),
+             "report": ("rrlib.report.arguments", "rrlib.report.build")}
 
 
 VALUE_FLAGS = ("--shard",)  # flags whose value may start with "-" (a bad shard such as -1/2)
@@ -170,6 +222,8 @@ def rules_given(argv: list[str]) -> list[str]:
     for k, word in enumerate(argv):
         if word == "--rules":
             if k + 1 >= len(argv) or argv[k + 1].startswith("--"):
+                from .runs.config import ConfigError
+
                 raise ConfigError("--rules needs a value: a rule file (my_rules.py) or a module name (mypkg.rules)")
             found.append(argv[k + 1])
         elif word.startswith("--rules="):
@@ -177,8 +231,9 @@ def rules_given(argv: list[str]) -> list[str]:
     return found
 
 
-def load_given_rules(argv: list[str]) -> None:
-    """Load the rules --rules names, and pass them on to child processes (notebook kernels, torchrun workers)."""
+def load_given_rules(argv: list[str]) -> int:
+    """Load the rules --rules names (before any parser, so --help lists them), and pass them on to child processes
+    (notebook kernels, torchrun workers) through $RRLIB_RULES; 0."""
     specs = rules_given(argv)
     if specs:
         from .rules.external import export, load_rules
@@ -186,27 +241,12 @@ def load_given_rules(argv: list[str]) -> None:
         for spec in specs:
             load_rules(spec)
         export(specs)
+    return 0
 
 
-def main(argv=None) -> int:
-    argv = joined_values(sys.argv[1:] if argv is None else list(argv))
-    try:
-        load_given_rules(argv)
-    except ConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    if argv and argv[0] in DELEGATED:
-        import importlib
-
-        module = importlib.import_module(DELEGATED[argv[0]])
-        try:
-            return module.main(argv[1:])
-        except (ConfigError, DataError) as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
-    from .rules.external import add_rules_option
-
-    parser = OneLineParser(prog="python -m rrlib", description=__doc__.splitlines()[0])
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of train, sweep and compare (bench and report have their own: DELEGATED)."""
+    parser = OneLineParser(prog=prog(), description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     for name, text in (("bench", "throughput, MFU and memory per variant"),
                        ("report", "execute the notebooks and render the report into paper/")):
@@ -215,7 +255,7 @@ def main(argv=None) -> int:
     sizes, variants = choices()
     p = sub.add_parser("train", help="train one run (size × variant × seed)",
                        description="Train one run into <out>/<size>/<variant>/seed<k>/ (resumes a stopped one).")
-    p.add_argument("--size", required=True, help=f"a preset in params/: {sizes}")
+    p.add_argument("--size", required=True, type=preset, help=f"a preset in params/ ({sizes}) or a .yaml preset file")
     p.add_argument("--variant", required=True, help=f"a residual rule: {variants}")
     p.add_argument("--seed", type=seed_number, default=0, help="fixes init, batch order and eval windows (default: 0)")
     add_overrides(p)
@@ -223,7 +263,7 @@ def main(argv=None) -> int:
 
     p = sub.add_parser("sweep", help="train a size's grid of variants × seeds, skipping what is done",
                        description="Train every (variant, seed) of a size that has no result yet.")
-    p.add_argument("--size", required=True, help=f"a preset in params/: {sizes}")
+    p.add_argument("--size", required=True, type=preset, help=f"a preset in params/ ({sizes}) or a .yaml preset file")
     p.add_argument("--variants", type=csv_list(str), default=None,
                    help=f"comma-separated rules (default: the preset's): {variants}")
     p.add_argument("--seeds", type=csv_list(seed_number), default=None,
@@ -237,8 +277,8 @@ def main(argv=None) -> int:
                                        "then writes the verdict",
                        description="Train what a paired comparison needs (reusing finished runs), test each variant "
                                    "against each baseline on fixed_loss, and write verdict.csv, verdict.json and "
-                                   "verdict.html into --out.")
-    p.add_argument("--size", required=True, help=f"a preset in params/: {sizes}")
+                                   "verdict.html into --out (docs/compare.md).")
+    p.add_argument("--size", required=True, type=preset, help=f"a preset in params/ ({sizes}) or a .yaml preset file")
     p.add_argument("--variants", type=csv_list(str), required=True, help=f"the rules judged, comma-separated: {variants}")
     p.add_argument("--against", type=csv_list(str), required=True,
                    help="the baselines, comma-separated (e.g. standard,review)")
@@ -261,26 +301,41 @@ def main(argv=None) -> int:
     add_rules_option(p)
     p.add_argument("--out", required=True, type=path_text,
                    help="the folder for verdict.csv, verdict.json and verdict.html")
+    return parser
 
+
+def main(argv=None) -> int:
+    argv = joined_values(sys.argv[1:] if argv is None else list(argv))
+    loaded = reported(lambda: load_given_rules(argv))
+    if loaded:
+        return loaded
+    if argv and argv[0] in DELEGATED:
+        import importlib
+
+        arguments, command = DELEGATED[argv[0]]
+
+        def delegate() -> int:
+            importlib.import_module(arguments).parse_args(argv[1:])  # --help and usage mistakes, without torch
+            return importlib.import_module(command).main(argv[1:])
+
+        return reported(delegate)
+    parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return run_command(args)
-    except (ConfigError, DataError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return reported(lambda: run_command(args))
     except KeyboardInterrupt as err:
         print(f"interrupted: {err}" if str(err) else "interrupted", file=sys.stderr)
         return 130
 
 
 def out_root(args) -> str:
-    """--out as the library takes it (rrlib.runs.config: relative to the project where it lies inside it)."""
-    from .runs.config import given_path
-
+    """--out as the library takes it (rrlib.home: relative to the project where it lies inside it)."""
     return "outputs/runs" if args.out is None else given_path(args.out)
 
 
 def run_command(args) -> int:
+    from .runs.config import ConfigError
+
     if args.command == "train":
         from .runs.presets import resolve_run
         from .runs.folders import RunBusy
@@ -316,16 +371,14 @@ def run_command(args) -> int:
 
 
 def compare_command(args) -> int:
-    from pathlib import Path
-
     from .compare.engine import Request, run
-    from .runs.config import given_path
     from .runs.provenance import command_line
     from .runs.sweep import parse_shard
 
     request = Request(size=args.size, variants=args.variants, baselines=args.against, seeds=args.seeds,
                       detect=args.detect, pilot_seeds=args.pilot_seeds, max_seeds=args.max_seeds,
-                      **({} if args.margin is None else {"margin": args.margin}), alpha=args.alpha, overrides=overrides_from(args),
+                      **({} if args.margin is None else {"margin": args.margin}), alpha=args.alpha,
+                      overrides=overrides_from(args),
                       runs_root="outputs/runs" if args.runs is None else given_path(args.runs),
                       shard=parse_shard(args.shard), timing=not args.no_timing, move_aside=args.move_aside,
                       allow_slow=args.allow_slow or None)

@@ -8,6 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python="$(bash scripts/py --which)"
 if [[ "$python" == "$PWD/.venv/bin/python" && ! -x "$python" ]]; then
+  echo "setup: making the project's virtual environment .venv/"
   # the project's own; where venv fails half-way, the folder it leaves has no pip and is removed
   if ! said=$(python3 -m venv .venv 2>&1); then
     rm -rf .venv
@@ -25,14 +26,19 @@ if [[ "$python" == "$PWD/.venv/bin/python" && ! -x "$python" ]]; then
   fi
   echo "setup: made the project's virtual environment .venv/ with $(python3 --version)"
 fi
-"$python" -m pip install -q -r requirements.txt
+echo "setup: installing requirements.txt (torch, the report's packages, rrlib itself) into $("$python" -c 'import sys; print(sys.prefix)'); the first time, a few minutes"
+# pip's own lines for what it fetches and installs, without its "already satisfied" ones (pip's errors: stderr)
+"$python" -m pip install -r requirements.txt \
+  | { grep --line-buffered -E '^(Collecting|Installing collected packages)' || true; } | sed -u 's/^/setup:   /'
 echo "setup: installed requirements.txt into $("$python" -c 'import sys; print(sys.prefix)')"
 # The report's notebooks run on the kernel "python3". It is registered inside this environment (--sys-prefix),
 # never in the user's own kernel folder, where it would replace the python3 kernel of every other environment.
+echo "setup: registering the Jupyter kernel python3"
 "$python" -m ipykernel install --sys-prefix --name python3 >/dev/null
 echo "setup: registered the Jupyter kernel python3 inside that environment (nothing outside it was changed)"
 if [[ "${1:-}" == "--browser" ]] && ! command -v chromium >/dev/null 2>&1; then
   if command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing Chromium with apt-get, for the browser tests"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
   else
     echo "setup: no apt-get here; install Chromium yourself for the browser test (it is skipped without it)" >&2

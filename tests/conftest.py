@@ -39,6 +39,14 @@ def _deterministic():
     yield
 
 
+def pytest_collection_modifyitems(items):
+    """A test that reads the quick report (a build of every notebook, minutes on a CPU) is one of the slow
+    end-to-end checks: `pytest -q` leaves them out, .ci/run runs them (`-m slow`)."""
+    for item in items:
+        if "quick_report" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def quick_report(tmp_path_factory, shared) -> Path:
     """One `python -m rrlib report --quick` build in a temporary folder, shared by the notebook and browser tests.

@@ -109,6 +109,7 @@ def test_init_from_is_fingerprinted_when_set_and_committed_runs_keep_their_finge
     assert [fingerprint(recorded_identity(h)) for h in fingerprinted] == [h["fingerprint"] for h in fingerprinted]
 
 
+@pytest.mark.slow
 def test_a_run_started_from_weights_trains_from_them(tmp_path):
     from rrlib.runs.train import train_run
 

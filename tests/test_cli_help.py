@@ -2,6 +2,9 @@
 import argparse
 import contextlib
 import io
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -57,3 +60,32 @@ def test_training_help_lists_the_valid_choices(command):
 def test_report_help_lists_the_notebooks():
     text = " ".join(help_text(["report", "--help"]).split())
     assert all(nb.name in text for nb in NOTEBOOKS)
+
+
+def test_the_choices_help_spells_are_the_librarys():
+    from rrlib.runs.config import PRECISIONS
+    from rrlib.runs.data import HELDOUT, TOKENIZERS
+
+    assert cli.RULE_NAMES == tuple(RULES)
+    assert (cli.PRECISIONS, cli.TOKENIZERS, cli.HELDOUT) == (tuple(PRECISIONS), tuple(TOKENIZERS), tuple(HELDOUT))
+    assert cli.size_names() == available_sizes()
+
+
+def test_size_names_reads_expansions_and_leaves_out_a_broken_preset(tmp_path):
+    (tmp_path / "a.yaml").write_text("expand: {n_layers: [2, 4]}\n", encoding="utf-8")
+    (tmp_path / "b.yaml").write_text("model: {d_model: 64}\n", encoding="utf-8")
+    (tmp_path / "c.yaml").write_text("model: [unclosed\n", encoding="utf-8")
+    assert cli.size_names(tmp_path) == available_sizes(tmp_path) == ["a2", "a4", "b"]
+
+
+@pytest.mark.parametrize("argv", [[], ["train"], ["sweep"], ["bench"], ["report"]])
+def test_help_loads_neither_torch_nor_pandas(argv):
+    """Asked in a fresh interpreter, as a user types it: --help answers before torch or pandas is imported."""
+    code = ("import sys, contextlib, io\nfrom rrlib.__main__ import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+            f"    try: main({argv + ['--help']!r})\n    except SystemExit: pass\n"
+            "print(len(out.getvalue()) > 200, sorted({'torch', 'pandas'} & set(sys.modules)))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          cwd=Path(cli.__file__).parents[1])
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split(maxsplit=1) == ["True", "[]\n"]

@@ -1,7 +1,7 @@
 """Presets, overrides and the one-sentence errors users see."""
 import pytest
 
-from rrlib.runs.config import ConfigError
+from rrlib.runs.config import PARAMS_DIR, ConfigError
 from rrlib.runs.presets import available_sizes, load_preset, resolve_run
 
 
@@ -78,3 +78,16 @@ def test_steps_grid_expands_over_steps_with_warmup_a_tenth():
     assert resolve_run("micro_steps300", "review", 0, {"train": {"steps": 50}}).train.warmup_steps == 5
     with pytest.raises(ConfigError, match="warmup_frac must be at least 0 and below 1"):
         resolve_run("micro_steps300", "review", 0, {"train": {"warmup_frac": 1.5}})
+
+
+def test_a_preset_file_of_ones_own_is_a_size_named_after_the_file(tmp_path):
+    from rrlib.runs.presets import resolve_run
+
+    own = tmp_path / "narrow_tiny.yaml"
+    own.write_text((PARAMS_DIR / "tiny.yaml").read_text(encoding="utf-8").replace("d_model: 64", "d_model: 32"),
+                   encoding="utf-8")
+    run = resolve_run(str(own), "review", 0)
+    assert (run.size, run.model.d_model) == ("narrow_tiny", 32)
+    assert run.run_dir.parts[-3:] == ("narrow_tiny", "review", "seed0")
+    with pytest.raises(ConfigError, match=r"preset file nowhere\.yaml does not exist; name a size \(.*tiny"):
+        resolve_run("nowhere.yaml", "review", 0)

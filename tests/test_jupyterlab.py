@@ -20,8 +20,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 websocket = pytest.importorskip("websocket")  # websocket-client: a dependency of jupyter_server
-pytestmark = pytest.mark.skipif(CHROMIUM is None or shutil.which("jupyter-lab") is None,
-                                reason="needs JupyterLab (requirements.txt) and Chromium (scripts/setup.sh --browser)")
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(CHROMIUM is None or shutil.which("jupyter-lab") is None,
+                                 reason="needs JupyterLab (requirements.txt) and Chromium (scripts/setup.sh --browser)")]
 
 
 def free_port() -> int:

@@ -74,9 +74,10 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def layer(name: str) -> int:
-    """A module's layer; rrlib.version imports nothing, so every layer may import it."""
+    """A module's layer; rrlib.version, rrlib.home and rrlib.parsing import nothing of rrlib's, so every layer may
+    import them."""
     parts = name.split(".")
-    if name == "rrlib.version":
+    if name in ("rrlib.version", "rrlib.home", "rrlib.parsing"):
         return -1
     return LAYERS.get(parts[1], TOP) if len(parts) > 1 else TOP
 

@@ -14,6 +14,8 @@ from rrlib.report.render import WIDGET_VIEW
 RUNS = 3
 CELL_TIMEOUT = 300  # seconds; a cell of the quick notebook takes a few
 
+pytestmark = pytest.mark.slow  # an end-to-end check: .ci/run runs it, `pytest -q` leaves it out
+
 
 @pytest.fixture(scope="module")
 def mechanism_runs(tmp_path_factory, shared):

@@ -39,6 +39,31 @@ def test_paired_ipynb_is_in_sync_and_stripped(name):
         if cell.cell_type == "code":
             assert cell.outputs == [] and cell.execution_count is None, f"{name}.ipynb has outputs: strip them"
     assert paired.metadata["kernelspec"]["name"] == "python3"
+    assert paired.metadata["jupytext"]["formats"] == "ipynb,py:percent"  # paired: JupyterLab saves both
+
+
+def test_an_edit_to_the_ipynb_reaches_the_py_by_sync_and_the_build_refuses_a_pair_that_differs(tmp_path,
+                                                                                              monkeypatch):
+    import os
+
+    from jupytext.cli import jupytext as jupytext_cli
+
+    from rrlib.report import notebooks
+    from rrlib.runs.config import ConfigError
+
+    for suffix in (".py", ".ipynb"):
+        (tmp_path / f"03_sweep{suffix}").write_bytes((NOTEBOOK_DIR / f"03_sweep{suffix}").read_bytes())
+    monkeypatch.setattr(notebooks, "NOTEBOOK_DIR", tmp_path)
+    sweep = next(nb for nb in NOTEBOOKS if nb.name == "03_sweep")
+    edited = nbformat.read(tmp_path / "03_sweep.ipynb", as_version=4)
+    edited.cells[1].source += "\n\nAn edit saved in the .ipynb."
+    nbformat.write(edited, tmp_path / "03_sweep.ipynb")
+    os.utime(tmp_path / "03_sweep.py", (1, 1))  # older than the edit
+    with pytest.raises(ConfigError, match=r"differ \(03_sweep.ipynb is newer\).*jupytext --sync"):
+        notebooks.notebook_source(sweep)
+    jupytext_cli(["--sync", str(tmp_path / "03_sweep.ipynb")])
+    assert "An edit saved in the .ipynb." in (tmp_path / "03_sweep.py").read_text(encoding="utf-8")
+    assert "An edit saved in the .ipynb." in notebooks.notebook_source(sweep).cells[1].source
 
 
 def test_notebooks_share_one_colab_setup_cell():

@@ -61,3 +61,22 @@ def test_a_reader_tables_text_reads_from_the_left_and_its_numbers_from_the_right
     df = pd.DataFrame({"claim": ["the gate starts neutral"], "effect": [0.1234]})
     page = tables.reader_table(df, "09_align", rename={"claim": "what the paper says"}).data
     assert "#T_09_align_row0_col0 {\n  text-align: left;\n}" in page and "row0_col1 {" not in page
+
+
+def test_plotly_pages_are_written_by_the_json_engine_whatever_is_installed():
+    go = pytest.importorskip("plotly.graph_objects")
+    import plotly.io as pio
+
+    pio.json.config.default_engine = "auto"  # orjson where installed: "−" as itself
+    html = plots.plotly_html(go.Figure(go.Scatter(x=[1.0], y=[2.0], name="a − b")), 1)
+    assert pio.json.config.default_engine == "json"
+    assert '"a \\u2212 b"' in html and 'id="plotly-1"' in html and "a − b" not in html
+
+
+def test_every_csv_float_is_rounded_to_ten_digits_unless_told_fewer(tmp_path):
+    pytest.importorskip("IPython")
+    df = pd.DataFrame({"slope": [0.12345678901234567], "n": [3]})
+    tables.reader_table(df, "09_stats", tmp_path / "figures", index=False)
+    tables.reader_table(df, "09_probe", tmp_path / "figures", index=False, digits=5)
+    assert (tmp_path / "tables" / "09_stats.csv").read_text() == "slope,n\n0.123456789,3\n"
+    assert (tmp_path / "tables" / "09_probe.csv").read_text() == "slope,n\n0.12346,3\n"

@@ -1,4 +1,4 @@
-"""The README's result tables are generated from the report's committed tables (rrlib.report.readme): they agree."""
+"""The README's and docs' result tables are generated from the report's committed tables (rrlib.report.readme): they agree."""
 from pathlib import Path
 
 import pandas as pd
@@ -9,12 +9,14 @@ from rrlib.report import readme
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_every_generated_block_of_the_readme_matches_the_committed_tables():
-    text = (ROOT / "README.md").read_text()
-    names = readme.block_names(text)
-    assert set(names) == set(readme.BUILDERS), "every builder has its block in the README, and no block is unknown"
-    assert readme.render(text, ROOT / "paper" / "tables") == text, (
-        "the README's result tables differ from paper/tables/*.csv: `python -m rrlib report` regenerates them")
+def test_every_generated_block_of_the_readme_and_docs_matches_the_committed_tables():
+    texts = {name: (ROOT / name).read_text() for name in readme.DOCUMENTS}
+    names = [block for text in texts.values() for block in readme.block_names(text)]
+    assert sorted(names) == sorted(readme.BUILDERS), "every builder has one block in the documents, none unknown"
+    assert "claims" in readme.block_names(texts["README.md"])  # the finding at a glance
+    for name, text in texts.items():
+        assert readme.render(text, ROOT / "paper" / "tables") == text, (
+            f"{name}'s result tables differ from paper/tables/*.csv: `python -m rrlib report` regenerates them")
 
 
 def test_a_changed_table_changes_the_readme_and_an_unknown_block_is_refused(tmp_path):

@@ -5,7 +5,7 @@ import jupytext
 import nbformat
 import pytest
 
-from rrlib.report.build import execute
+from rrlib.report.build import PageProgress, execute
 from rrlib.report.inputs import page_inputs
 from rrlib.report.notebooks import NOTEBOOKS
 from rrlib.report.render import for_reading, render
@@ -208,3 +208,12 @@ def test_index_lists_pages_under_their_own_numbers_and_captions_figures_by_their
     assert re.search(r'<li><a href="03_sweep_micro.reader.html">micro</a>: [\d.]+ M parameters', page)
     assert page.index(">micro</a>") < page.index(">mini</a>")  # smallest model first
     assert "<figcaption>Final loss against depth</figcaption>" in page and 'alt="Final loss against depth"' in page
+
+
+def test_a_pages_stderr_reaches_the_builder_line_by_line_naming_the_page(capsys):
+    progress = PageProgress("03_sweep_tiny")
+    progress.write("[sweep 1/2] tiny/review/seed0: finished\r\n\n[sweep 2/2] tiny/standard/seed0: done already\n")
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines() == ["[report] 03_sweep_tiny: [sweep 1/2] tiny/review/seed0: finished",
+                                         "[report] 03_sweep_tiny: [sweep 2/2] tiny/standard/seed0: done already"]

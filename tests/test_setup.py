@@ -30,6 +30,8 @@ version = "0"
 packages = ["standin"]
 '''
 
+pytestmark = pytest.mark.slow  # an end-to-end check: .ci/run runs it, `pytest -q` leaves it out
+
 
 def system_python() -> Path | None:
     """A python3 on PATH that is the system's own and marked externally managed (PEP 668), as on Debian 12 and
@@ -97,6 +99,7 @@ def test_on_a_stock_system_setup_makes_and_uses_the_projects_venv(stock):
     root, env, python3, before, said = stock
     venv = root / ".venv"
     assert "made the project's virtual environment .venv/" in said
+    assert "setup: installing requirements.txt" in said and "setup:   Installing collected packages:" in said
     assert f"installed requirements.txt into {venv}" in said
     assert snapshot(python3) == before  # nothing went into the system interpreter, nor into the user's site
     kernel = json.loads((venv / "share" / "jupyter" / "kernels" / "python3" / "kernel.json").read_text())

@@ -59,6 +59,7 @@ def test_lr_schedule():
     assert lr_at(500 + (t.steps - 500) // 2, t) == pytest.approx(2e-4 * 0.55, rel=1e-3)
 
 
+@pytest.mark.slow
 def test_resume_after_sigkill_is_bitwise(tmp_path):
     args = ["train", "--size", "tiny", "--variant", "review", "--seed", "1", "--steps", "400",
             "--ckpt-every", "20", "--eval-every", "1000", "--set", "train.log_every=20"]
@@ -146,6 +147,7 @@ def test_two_sweeps_at_once_never_run_the_same_run(tmp_path):
     assert sorted(trained) == sorted(set(trained)) and len(trained) == 6
 
 
+@pytest.mark.slow
 def test_ddp_two_processes_match_one(tmp_path):
     common = ["--size", "tiny", "--variant", "review", "--steps", "6", "--set", "train.log_every=3",
               "--eval-every", "1000", "--set", "train.paper_eval_batches=1", "--set", "train.fixed_eval_tokens=1024"]
@@ -218,6 +220,7 @@ def _rank_pid(launcher: subprocess.Popen, rank: int, timeout: float = 120) -> in
     raise AssertionError(f"no worker of rank {rank} appeared")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", ["rank 1", "launcher"])
 def test_ddp_sigterm_to_any_process_stops_every_rank_at_one_step(tmp_path, target):
     args = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "rrlib", "train",

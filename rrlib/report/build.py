@@ -17,25 +17,25 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import time
 from pathlib import Path
 
 import yaml
 
 from ..model import count_params
-from ..rules.external import add_rules_option
 from ..runs.config import PROJECT_ROOT, ConfigError, given_path, project_path
-from ..runs.arguments import OneLineParser, path_text, seed_list, variant_list
+from ..runs.arguments import seed_list, variant_list
 from ..runs.output_paths import FILE, checked_output
 from ..runs.presets import load_preset
 from . import readme
+from .arguments import PAPER_CSV, parse_args
 from .index import COMPARISONS, abstract, rendered_pages, write_index
 from .inputs import cost_text, missing_runs, page_inputs, read_inputs, write_inputs
 from .notebooks import NOTEBOOKS, QUICK_SIZES, declared_parameters, notebook_source, parameter_values, shown
 from .render import render
 
 KERNEL = "python3"
-PAPER_CSV = "../shared/reference/scaling_v8.csv"  # the paper's 42 runs, beside the project (DESIGN.md)
 QUICK_CELL_TIMEOUT = 600  # seconds: a quick build's cells take seconds, so a stuck one fails CI instead of hanging it
 
 
@@ -53,47 +53,35 @@ def sizes_with_results(runs: Path) -> list[str]:
     return sorted(found, key=lambda s: (count_params(load_preset(s).model), s))
 
 
-def execute(notebook, parameters: dict, output: Path, log_output: bool, cell_timeout: int | None) -> None:
+class PageProgress:
+    """What a page's cells write to stderr (the progress of the runs it trains, one line per run and each run's
+    start-up line: rrlib.report.loading.quiet_sweep) as lines on the report's stderr, each naming the page. The
+    rendered page leaves stderr out (rrlib.report.render), so this is where a builder sees a page at work."""
+
+    def __init__(self, stem: str):
+        self.stem = stem
+
+    def write(self, text: str) -> None:
+        for line in text.splitlines():
+            if line.strip():
+                print(f"[report] {self.stem}: {line.strip()}", file=sys.stderr, flush=True)
+
+    def flush(self) -> None:
+        pass
+
+
+def execute(notebook, parameters: dict, output: Path, log_output: bool, cell_timeout: int | None,
+            stem: str = "") -> None:
     import papermill
 
     output.parent.mkdir(parents=True, exist_ok=True)
     papermill.execute_notebook(notebook, str(output), parameters=parameters, kernel_name=KERNEL,
                                cwd=str(PROJECT_ROOT), progress_bar=False, log_output=log_output,
+                               stderr_file=None if log_output else PageProgress(stem),
                                execution_timeout=cell_timeout)
 
 
 # ---------------------------------------------------------------- the command
-
-def parse_args(argv):
-    p = OneLineParser(prog="python -m rrlib report", description=__doc__.splitlines()[0])
-    p.add_argument("--sizes", nargs="+", default=None,
-                   help="sizes for the sweep notebook, one execution each (default: every size with results "
-                        "under --runs, after tiny; tiny alone with --quick)")
-    p.add_argument("--quick", action="store_true",
-                   help="tiny parameters for CI; folders default to build/quick/{paper,runs}")
-    p.add_argument("--out", default=None, type=path_text, help="where the rendered report goes (default: paper)")
-    add_rules_option(p)
-    p.add_argument("--runs", default=None, type=path_text, help="root of the run folders (default: outputs/runs)")
-    p.add_argument("--build", default=None, type=path_text, help="executed notebooks and local retraining go here (default: build)")
-    p.add_argument("--compare", action="append", default=[], type=path_text, metavar="DIR",
-                   help="a folder written by `rrlib compare`: its verdict page joins the report (repeatable)")
-    p.add_argument("--only", nargs="+", default=None, metavar="NOTEBOOK",
-                   help=f"build only these notebooks: {', '.join(nb.name for nb in NOTEBOOKS)}")
-    p.add_argument("--paper-csv", default=None, type=path_text, help=f"the paper's runs (default: {PAPER_CSV}, from the project)")
-    p.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE",
-                   help="a parameter for every notebook that declares it (a YAML value), e.g. -p device=cuda")
-    p.add_argument("--threads", type=int, default=None,
-                   help="CPU threads per notebook kernel (OMP_NUM_THREADS); --quick uses 1, as tiny models gain "
-                        "nothing from more and a shared CPU loses much to oversubscription")
-    p.add_argument("--verbose", action="store_true", help="stream the notebooks' output while they run")
-    p.add_argument("--train-missing", action="store_true",
-                   help="train the runs a page needs and the run folders lack (listed with their cost without "
-                        "this flag; only the tiny sweep trains unasked)")
-    p.add_argument("--force", action="store_true",
-                   help="execute every page, also those whose notebook, parameters and results are unchanged "
-                        "since the last build (needed after a change to the library itself)")
-    return p.parse_args(argv)
-
 
 # Notebook parameters that are lists, read as the notebooks read them (rrlib.runs.arguments): -p seeds=0 is [0]
 LIST_PARAMETERS = {"variants": variant_list, "loop_variants": variant_list, "seeds": seed_list}
@@ -196,7 +184,7 @@ def main(argv=None) -> int:
             t0 = time.perf_counter()
             executed = build / "notebooks" / f"{stem}.ipynb"
             try:
-                execute(source, parameters, executed, args.verbose, QUICK_CELL_TIMEOUT if args.quick else None)
+                execute(source, parameters, executed, args.verbose, QUICK_CELL_TIMEOUT if args.quick else None, stem)
             except Exception as err:  # papermill re-raises a cell's error and keeps the notebook up to it
                 reason = (str(err).strip().splitlines() or [type(err).__name__])[-1]
                 print(f"error: {stem} failed ({reason}); the executed notebook is {shown(executed)}", flush=True)
@@ -212,9 +200,10 @@ def main(argv=None) -> int:
         target.write_bytes(page.read_bytes())
         print(f"[report] {COMPARISONS}/{name}.html: the verdict page of {shown(page.parent)}", flush=True)
     index = write_index(out, abstract(out / "tables"))
-    if out == project_path("paper"):  # the committed report: the README's result tables follow its tables
-        if readme.update(project_path("README.md"), out / "tables"):
-            print("[report] README.md: result tables regenerated from paper/tables", flush=True)
+    if out == project_path("paper"):  # the committed report: the README's and docs' result tables follow its tables
+        for document in readme.DOCUMENTS:
+            if readme.update(project_path(document), out / "tables"):
+                print(f"[report] {document}: result tables regenerated from paper/tables", flush=True)
     print(f"[report] {len(rendered_pages(out))} pages, {len(list((out / 'figures').glob('*.png')))} figures, "
           f"{time.perf_counter() - start:.0f} s: {shown(index)}")
     return 0

@@ -7,9 +7,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..runs.config import PROJECT_ROOT, ConfigError
-
-NOTEBOOK_DIR = PROJECT_ROOT / "notebooks"
+from ..home import NOTEBOOK_DIR, PROJECT_ROOT  # torch-free: `report --help` lists NOTEBOOKS
 
 
 @dataclass(frozen=True)
@@ -87,13 +85,28 @@ def shown(path: Path) -> str:
 
 
 def notebook_source(nb: Notebook):
+    """The notebook the report executes: its jupytext source ``notebooks/<name>.py``, once it agrees with the
+    paired ``.ipynb`` (jupytext metadata ``formats: ipynb,py:percent``; JupyterLab with jupytext saves both, and
+    ``jupytext --sync`` carries an edit made elsewhere from the newer file to the other)."""
     import jupytext
+
+    from ..runs.config import ConfigError
 
     path = NOTEBOOK_DIR / f"{nb.name}.py"
     if not path.exists():
         raise ConfigError(f"notebook source {shown(path)} is missing; valid notebooks: "
                           f"{', '.join(n.name for n in NOTEBOOKS)}")
-    return jupytext.read(path)
+    source = jupytext.read(path)
+    paired = path.with_suffix(".ipynb")
+    if paired.exists() and _cells(jupytext.read(paired)) != _cells(source):
+        newer = paired if paired.stat().st_mtime > path.stat().st_mtime else path
+        raise ConfigError(f"{shown(paired)} and {shown(path)} differ ({newer.name} is newer); carry the edit to "
+                          f"the other with `jupytext --sync {shown(newer)}`")
+    return source
+
+
+def _cells(notebook) -> list[tuple[str, str]]:
+    return [(cell.cell_type, cell.source) for cell in notebook.cells]
 
 
 def declared_parameters(notebook) -> set[str]:

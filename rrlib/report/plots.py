@@ -152,15 +152,25 @@ def show_plotly(fig) -> None:
     numbered, not random, so that a rebuilt page is byte for byte the same, and every float in the figure (its
     data and layout) is rounded by ``rrlib.report.tables.rounded``, so that another CPU's last digits stay out.
     """
-    import plotly.io as pio
     from IPython.display import HTML, display
 
     global _plotly_shown
-    html = pio.to_html(_rounded_tree(fig.to_dict()), validate=False, full_html=False,
-                       include_plotlyjs=_plotly_shown == 0, include_mathjax=False, default_width="100%",
-                       config={"displaylogo": False}, div_id=f"plotly-{_plotly_shown}")
+    html = plotly_html(fig, _plotly_shown)
     _plotly_shown += 1
     display(HTML(html))
+
+
+def plotly_html(fig, number: int) -> str:
+    """The ``number``-th plotly figure of a page as HTML (plotly.js inlined with the first). Always through
+    plotly's ``json`` engine: its default, ``auto``, takes orjson where it happens to be installed, which writes
+    non-ASCII text ("−") as itself where ``json`` writes ``\\u2212``, so the page's bytes would depend on more than
+    requirements.txt pins."""
+    import plotly.io as pio
+
+    pio.json.config.default_engine = "json"
+    return pio.to_html(_rounded_tree(fig.to_dict()), validate=False, full_html=False, include_plotlyjs=number == 0,
+                       include_mathjax=False, default_width="100%", config={"displaylogo": False},
+                       div_id=f"plotly-{number}")
 
 
 def _rounded_tree(node):

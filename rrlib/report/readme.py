@@ -1,6 +1,8 @@
-"""The README's result tables, generated from the tables the report's pages write, so the two cannot disagree.
+"""The README's and docs/results.md's result tables, generated from the tables the report's pages write, so the
+two cannot disagree.
 
-The README marks each generated table with a pair of comments, ``<!-- rrlib:NAME -->`` … ``<!-- /rrlib:NAME -->``;
+The README (the claims ledger at a glance) and docs/results.md (every study's table) mark each generated table
+with a pair of comments, ``<!-- rrlib:NAME -->`` … ``<!-- /rrlib:NAME -->``;
 ``update`` rewrites what lies between them from ``paper/tables/*.csv`` (the full tables the notebooks write beside
 their pages), and ``python -m rrlib report`` calls it after a build into the project's ``paper/``. A test
 regenerates every block from the committed CSVs and compares it with the README. Numbers are rounded here as on
@@ -149,7 +151,8 @@ def family_mini(tables: Path) -> str:
 
 
 def claims(tables: Path) -> str:
-    """Page 07's ledger: one line per claim, its verdict, and its effect with the interval where it has one."""
+    """Page 07's ledger: the verdicts counted by kind, then one line per claim, its verdict, and its effect with the
+    interval where it has one."""
     df = _read(tables, "07_claims")
 
     def effect(r):
@@ -158,8 +161,12 @@ def claims(tables: Path) -> str:
         interval = "" if pd.isna(r["ci_low"]) else " " + _interval(r["ci_low"], r["ci_high"], 3)
         return _signed(r["effect"], 3) + interval
 
-    return _markdown(["paper", "claim", "verdict", "effect [95 %]"],
-                     [[r["paper"], r["claim"], f"**{r['verdict']}**", effect(r)] for _, r in df.iterrows()])
+    kinds: dict[str, int] = {}  # verdicts by kind (the words before a colon), in the ledger's order
+    for verdict in df["verdict"]:
+        kinds[verdict.split(":")[0]] = kinds.get(verdict.split(":")[0], 0) + 1
+    counts = f"{len(df)} claims: " + ", ".join(f"**{n} {kind}**" for kind, n in kinds.items()) + ".\n\n"
+    return counts + _markdown(["paper", "claim", "verdict", "effect [95 %]"],
+                              [[r["paper"], r["claim"], f"**{r['verdict']}**", effect(r)] for _, r in df.iterrows()])
 
 
 def looped(tables: Path) -> str:
@@ -192,6 +199,8 @@ def abstract(tables: Path) -> str:
     return "\n".join(paragraph + "\n" for paragraph in index_abstract(tables))
 
 
+# the documents that hold generated blocks, relative to the project root; each block lives in one of them
+DOCUMENTS = ("README.md", "docs/results.md")
 BUILDERS = {"abstract": abstract, "depth": depth, "looped": looped, "cpu_scale": cpu_scale, "recipe": recipe, "size_tokens": size_tokens,
             "family": family, "family_mini": family_mini, "paper_tests": paper_tests, "claims": claims}
 

@@ -5,12 +5,18 @@ columns, formatted (p-values to two significant digits, booleans as ✓ and –,
 column to ``<report>/tables/<name>.csv`` and links it, where ``<report>`` is the folder above ``figures_dir``
 (the page's own folder).
 
-What a page computes afresh (gate probes, gradients at initialisation) is rounded by ``rounded`` to
-``SIGNIFICANT`` significant digits (never into a number's integer part) in its CSV (``reader_table(digits=...)``)
-and in the data fed to its figures: a rebuild on another CPU (other SIMD kernels in ATen, BLAS or numpy) moves
-such values in their 7th-8th digit, and the rounding keeps that out of the committed files, unless a value lies
-within that much of a rounding boundary. Tables of committed results keep every digit: they are the same on any
-machine, and the README's tables, formatted from them, would otherwise round twice (2.1675047 to 2.1675 to 2.167).
+Every float a CSV holds is rounded by ``rounded`` (never into a number's integer part) before it is written, so
+that the committed files are the same bytes on any x86-64 CPU:
+
+- what a model computes afresh (gate probes, gradients at initialisation) to ``SIGNIFICANT`` (5) significant
+  digits, also in the data fed to its figures (``reader_table(digits=5)``): a rebuild on another CPU (other SIMD
+  kernels in ATen, BLAS or numpy) moves such values in their 7th-8th digit;
+- everything else to ``STORED_DIGITS`` (10), the default: the statistics a page computes from result files
+  (slopes, regressions, intervals) move in their 15th-16th digit with the BLAS and numpy kernels a CPU takes, and
+  ten digits are six more than any page or README table shows, so a value read back and formatted again is not
+  rounded twice (2.1675047 to 2.1675 to 2.167) unless it lies within 1e-10 of a boundary.
+
+Either rounding still flips a last digit where a value lies within a machine's difference of a rounding boundary.
 """
 from __future__ import annotations
 
@@ -24,6 +30,7 @@ from ..runs.config import project_path
 
 MISSING = "–"
 SIGNIFICANT = 5  # more than any page quotes; a 6th digit would flip on another CPU about 10x as often
+STORED_DIGITS = 10  # what a CSV keeps of any other float: well above what is shown, well below the CPU's noise
 P_COLUMN = re.compile(r"^p$|_p$|^p_|^p \(|\bp$", re.I)  # p, welch_p, paired_p, p_holm, "p (Holm)", "Holm p"
 
 
@@ -106,7 +113,7 @@ def reader_table(df: pd.DataFrame, name: str, figures_dir=None, columns=None, fo
                  rename: dict | None = None, index: bool = True, full: pd.DataFrame | None = None,
                  digits: int | None = None):
     """Show ``df[columns]`` formatted for reading; with ``figures_dir``, write ``full`` (default: all of ``df``)
-    as CSV (with ``digits``, rounded by ``rounded`` to that many significant digits) and link it.
+    as CSV, rounded by ``rounded`` to ``digits`` significant digits (default ``STORED_DIGITS``), and link it.
 
     ``rename`` gives the shown columns their reader's names (with units). Returns the table and its link as one
     HTML output, whose ids come from ``name`` so that a rebuilt page is byte for byte the same.
@@ -123,10 +130,10 @@ def reader_table(df: pd.DataFrame, name: str, figures_dir=None, columns=None, fo
         folder = project_path(figures_dir).parent / "tables"
         folder.mkdir(parents=True, exist_ok=True)
         full = df if full is None else full
-        written = full if digits is None else rounded(full, digits)
-        written.to_csv(folder / f"{name}.csv", index=index and full is df)
+        digits = STORED_DIGITS if digits is None else digits
+        rounded(full, digits).to_csv(folder / f"{name}.csv", index=index and full is df)
         more = "the same table" if full is df and len(shown.columns) == len(df.columns) else \
             f"{len(full)} rows × {len(full.columns)} columns"
-        link = (f'<p class="rrlib-csv">Full table ({more}, {"unrounded" if digits is None else f"to {digits} significant digits"}): '
+        link = (f'<p class="rrlib-csv">Full table ({more}, to {digits} significant digits): '
                 f'<a href="tables/{name}.csv">tables/{name}.csv</a></p>')
     return HTML((styler if index else styler.hide(axis="index")).to_html() + link)

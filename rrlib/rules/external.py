@@ -32,9 +32,9 @@ import os
 import sys
 from pathlib import Path
 
+from ..parsing import RULES_VARIABLE as ENV
 from .protocol import RULES, SOURCES, ConfigError
 
-ENV = "RRLIB_RULES"
 ENTRY_POINTS = __package__  # the group is named after this package: "rrlib.rules"
 _LOADED: dict[str, list[str]] = {}  # what each spec loaded (by its resolved path or module name): loaded once
 
@@ -161,14 +161,6 @@ def export(specs) -> None:
         if entry not in have:
             have.append(entry)
     os.environ[ENV] = os.pathsep.join(have)
-
-
-def add_rules_option(parser) -> None:
-    """``--rules`` on a command's argparse parser. The command line loads the files before any parser runs (so
-    ``--help`` and the valid choices list their rules); the option is declared on each parser for its help."""
-    parser.add_argument("--rules", action="append", default=[], metavar="FILE_OR_MODULE",
-                        help="a file (my_rules.py) or module of residual rules of one's own, each a class with "
-                             "@register(\"name\"); repeatable; also read from $" + ENV)
 
 
 def rule_source(variant: str) -> tuple[str | None, str | None]:

@@ -1,6 +1,6 @@
 """What a user types, read the same way by every command and every notebook parameter.
 
-Every subcommand's parser is a ``OneLineParser``: a usage mistake is one sentence and exit status 2, never a usage
+Every subcommand's parser is a ``rrlib.parsing.OneLineParser``: a usage mistake is one sentence and exit status 2, never a usage
 block. A list a user gives (variants, seeds) is read by one function whether it comes from ``--variants a,b``, a
 papermill ``-p variants review`` (a bare word), ``-p seeds 0`` (a bare number) or a YAML list: a word is never
 read letter by letter, and every item is checked (a known rule, a seed torch takes) before any work starts.
@@ -14,20 +14,6 @@ import argparse
 import yaml
 
 from ..rules import ConfigError
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """A usage mistake ends in one line naming it, as every other bad input does, not a usage block."""
-
-    def error(self, message):
-        self.exit(2, f"error: {message}; see {self.prog} --help\n")
-
-
-def path_text(text: str) -> str:
-    """An argparse type for a path: an empty one would silently mean the current folder (or the default)."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError("an empty path; give a path, or leave the option out for its default")
-    return text
 
 
 def listed(value, name: str) -> list:

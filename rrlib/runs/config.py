@@ -8,7 +8,8 @@ rrlib.runs.validate's.
 
 Relative paths. A path the library is given (a preset's ``data_path: ../shared/...``, ``cache_dir``, an
 ``out_root`` passed to ``resolve_run`` or ``run_sweep``, the ``out_root`` a result file records) is read against
-the project root (``project_path``), so it means the same file from any folder and on every clone. A path typed on
+the project root (``project_path``; rrlib.home: the checkout, or for an installed package $RRLIB_HOME or the
+current folder), so it means the same file from any folder and on every clone. A path typed on
 the command line (``--out``, ``--data-path``, ``--set data.cache_dir=...``) is read against the folder the
 command was typed in, as a shell user means it; ``given_path`` turns it into the library's form (relative to the
 project root where it lies inside the project, so a command typed there records what the committed runs record).
@@ -21,31 +22,17 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..home import PARAMS_DIR, PROJECT_ROOT, given_path, project_path  # noqa: F401  (rrlib.runs reads them here)
 from ..model import ModelConfig
 from ..rules import HIGHWAY_GATE_INITS, ConfigError
 from .data import EOS_IN_TEXT, HELDOUT_CUTS
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-PARAMS_DIR = PROJECT_ROOT / "params"
 PRECISIONS = ("auto", "fp32", "tf32", "bf16")
 WEIGHT_DECAY_ON = ("all", "matrices")  # every tensor (the paper's AdamW(model.parameters())), or dim >= 2 only
 KEEP_WEIGHTS = ("none", "bf16", "fp32")  # what a finished run keeps of its model (rrlib.runs.checkpoints)
 # Vocabulary sizes of the tokenizers in rrlib.runs.data (a test checks they agree), so that a model can be
 # sized and parameter-matched without loading any data.
 TOKENIZER_VOCAB = {"gpt2": 50257, "bytes": 257}
-
-
-def project_path(path: str | os.PathLike) -> Path:
-    """A path the library was given: a relative one is read against the project root."""
-    p = Path(path).expanduser()
-    return p if p.is_absolute() else PROJECT_ROOT / p
-
-
-def given_path(text: str | os.PathLike) -> str:
-    """A path typed on the command line (relative to the current folder) in the library's form: relative to the
-    project root where it lies inside the project, else absolute."""
-    path = Path(os.path.abspath(Path(text).expanduser()))
-    return path.relative_to(PROJECT_ROOT).as_posix() if path.is_relative_to(PROJECT_ROOT) else str(path)
 
 
 def run_folder(out_root, size: str, variant: str, seed: int) -> Path:

@@ -1,6 +1,7 @@
 """Size presets (``params/*.yaml``) and one run's full configuration.
 
-``load_preset(size)`` reads a preset over the dataclass defaults (rrlib.runs.config) and its ``recipe:`` side;
+``load_preset(size)`` reads a preset (a name from params/, or the path of a ``.yaml`` preset file of one's own,
+whose size is then its file name without ``.yaml``) over the dataclass defaults (rrlib.runs.config) and its ``recipe:`` side;
 ``resolve_run(size, variant, seed, overrides)`` adds a caller's overrides, turns a token budget and a warmup share
 into steps, checks the numbers, and widens a baseline until it has Review's parameters (``match_params``).
 """
@@ -16,7 +17,7 @@ import yaml
 from ..model import REFERENCE_VARIANT, ModelConfig, count_params
 from ..rules import ConfigError, rule_class
 from ..rules.external import rule_source
-from .config import PARAMS_DIR, PROJECT_ROOT, RECIPES, TOKENIZER_VOCAB, DataConfig, RunConfig, TrainConfig, vocab_size
+from .config import PARAMS_DIR, PROJECT_ROOT, RECIPES, project_path, TOKENIZER_VOCAB, DataConfig, RunConfig, TrainConfig, vocab_size
 from .validate import check_seed, typed, validate
 
 
@@ -159,8 +160,26 @@ def _merge(obj, overrides: dict, where: str):
     return dataclasses.replace(obj, **{k: typed(f"{where}.{k}", v, types[k]) for k, v in overrides.items()})
 
 
+PRESET_SUFFIXES = (".yaml", ".yml")
+
+
+def size_name(size: str) -> str:
+    """The size a run records and is filed under: a preset's name, or a preset file's name without its suffix."""
+    return Path(size).stem if size.endswith(PRESET_SUFFIXES) else size
+
+
 def _load_raw(size: str, params_dir: Path) -> tuple[dict, dict, Path]:
     """The preset's YAML, the settings its size name implies (for expanded presets) by section, and its file."""
+    if size.endswith(PRESET_SUFFIXES):  # a preset file of one's own (relative: to the project root)
+        path = project_path(size)
+        if not path.is_file():
+            raise ConfigError(f"preset file {size} does not exist; name a size ({', '.join(available_sizes(params_dir))}) "
+                              f"or an existing .yaml file")
+        raw = read_preset(path)
+        if _expansion(raw):
+            raise ConfigError(f"preset file {size} expands into several sizes; copy it into params/ and name one, "
+                              f"or drop its expand:")
+        return raw, {}, path
     files = _preset_files(params_dir)
     if size in files:
         raw = read_preset(files[size])  # the size asked for: a broken file is named here
@@ -197,7 +216,7 @@ def load_preset(size: str, params_dir: Path = PARAMS_DIR) -> Preset:
     except ConfigError as err:  # a preset's own setting: say which file to fix
         shown = path.relative_to(PROJECT_ROOT) if path.is_relative_to(PROJECT_ROOT) else path
         raise ConfigError(f"preset {shown}: {err}") from None
-    return Preset(size=size, model=model, data=data, train=train,
+    return Preset(size=size_name(size), model=model, data=data, train=train,
                   variants=list(raw.get("variants", [REFERENCE_VARIANT, "highway", "standard"])),
                   seeds=seeds, match_params=raw.get("match_params", True),
                   description=raw.get("description", ""), recipe=recipe)
@@ -259,5 +278,5 @@ def resolve_run(size: str, variant: str, seed: int, overrides: dict | None = Non
     model.rule_origin, model.rule_source = rule_source(variant)  # whatever --set said: the code is what runs
     if preset.match_params and variant != REFERENCE_VARIANT:
         model = match_params(model, multiple=train.bf16_width_multiple if train.precision == "bf16" else 1)
-    return RunConfig(size=size, variant=variant, seed=check_seed(seed), model=model, data=data, train=train,
+    return RunConfig(size=preset.size, variant=variant, seed=check_seed(seed), model=model, data=data, train=train,
                      out_root=out_root)

@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 from torch.nn.attention import SDPBackend
 
+from ..home import IN_CHECKOUT
 from ..model import sdpa_head_dim
 from .config import PROJECT_ROOT
 
@@ -23,9 +24,12 @@ WRITTEN_BY_RUNS = ("outputs", "paper")
 
 def git_commit() -> str:
     """HEAD of the project's checkout (+dirty if tracked code or settings changed), or $RRLIB_GIT_COMMIT for a
-    copy made without .git."""
+    copy made without .git; an installed package has no checkout (the folder it works in may be another
+    project's), so its runs record the library version alone."""
     if os.environ.get("RRLIB_GIT_COMMIT"):
         return os.environ["RRLIB_GIT_COMMIT"]
+    if not IN_CHECKOUT:
+        return "unknown"
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=PROJECT_ROOT, capture_output=True, text=True,
                              timeout=10)
@@ -41,6 +45,8 @@ def command_line() -> str:
     """How this process was started, without the machine's paths (a result file travels between machines)."""
     if sys.argv[0].endswith("__main__.py"):
         return " ".join(["python -m rrlib", *sys.argv[1:]])
+    if Path(sys.argv[0]).name == "rrlib":  # the console script
+        return " ".join(["rrlib", *sys.argv[1:]])
     return f"{Path(sys.argv[0]).name} (through the Python API)"  # e.g. a notebook kernel: its arguments are not ours
 
 

@@ -20,7 +20,7 @@ from .device import pick_device
 from .folders import RunBusy, claimed
 from .output_paths import checked_run_outputs
 from .pace import check_cpu_reach
-from .presets import load_preset, resolve_run
+from .presets import load_preset, resolve_run, size_name
 from .runfiles import RunConflict, StateError, read_result
 from .validate import check_seed
 from .train import train_run
@@ -81,6 +81,7 @@ def run_sweep(size: str, variants=None, seeds=None, overrides: dict | None = Non
     """
     cells = grid(size, variants, seeds, shard)
     runs = [resolve_run(size, v, s, overrides, out_root) for v, s in cells]  # every error before any training
+    size = size_name(size)  # a preset file's runs are filed under its name
     for run in runs:
         checked_run_outputs(run.run_dir, project_path(run.data.cache_dir))
     problems, todo, statuses = [], [], []

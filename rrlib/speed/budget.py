@@ -23,7 +23,7 @@ import pandas as pd
 import torch
 
 from ..model import GPT
-from ..runs.arguments import OneLineParser, path_text
+from ..parsing import OneLineParser, path_text
 from ..runs.config import ConfigError, given_path, project_path
 from ..runs.presets import load_preset, resolve_run
 from .peaks import table_peak

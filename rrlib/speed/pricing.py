@@ -20,7 +20,8 @@ import torch
 
 from ..model import GPT
 from ..runs.checkpoints import write_json_atomic
-from ..runs.config import PROJECT_ROOT, ConfigError
+from ..home import REFERENCE_CSV
+from ..runs.config import ConfigError
 from ..runs.presets import resolve_run
 
 
@@ -36,7 +37,7 @@ PAPER_VARIANTS = {"review_neutral": "review"}
 
 # a copy of the paper's run table committed with the code (outputs/reference/README.md says where it is from), so
 # that a working tree copied to a GPU host without its surroundings can still price the sweep
-PAPER_CSV = PROJECT_ROOT / "outputs" / "reference" / "scaling_v8.csv"
+PAPER_CSV = REFERENCE_CSV
 
 
 PAPER_COLUMNS = ("size", "variant", "steps", "minutes")  # what pricing reads of the paper's table
