@@ -165,8 +165,17 @@ def claims(tables: Path) -> str:
     for verdict in df["verdict"]:
         kinds[verdict.split(":")[0]] = kinds.get(verdict.split(":")[0], 0) + 1
     counts = f"{len(df)} claims: " + ", ".join(f"**{n} {kind}**" for kind, n in kinds.items()) + ".\n\n"
-    return counts + _markdown(["paper", "claim", "verdict", "effect [95 %]"],
-                              [[r["paper"], r["claim"], f"**{r['verdict']}**", effect(r)] for _, r in df.iterrows()])
+
+    def power(r):  # whether the design could have seen the paper's effect: its detectable gap beside that effect
+        seen = r.get("detectable", float("nan"))
+        if pd.isna(seen):
+            return "–"
+        paper = r.get("paper_effect", float("nan"))
+        return f"{seen:.3g}" + ("" if pd.isna(paper) else f" vs {paper:.3g}" + (" ✓" if seen <= abs(paper) else " ✗"))
+
+    return counts + _markdown(["paper", "claim", "verdict", "effect [95 %]", "detectable vs the paper's effect"],
+                              [[r["paper"], r["claim"], f"**{r['verdict'].split(':')[0]}**", effect(r), power(r)]
+                               for _, r in df.iterrows()])
 
 
 def looped(tables: Path) -> str:

@@ -20,7 +20,7 @@ import torch
 
 from ..model import GPT
 from ..runs.checkpoints import write_json_atomic
-from ..home import REFERENCE_CSV
+from ..home import PROJECT_ROOT, REFERENCE_CSV
 from ..runs.config import ConfigError
 from ..runs.presets import resolve_run
 
