@@ -343,9 +343,15 @@ def run_command(args) -> int:
 
         run = resolve_run(args.size, args.variant, args.seed, overrides_from(args), out_root(args))
         try:
-            result = train_run(run, move_aside=args.move_aside, allow_slow=args.allow_slow or None)
+            result = train_run(run, move_aside=args.move_aside, allow_slow=args.allow_slow or None, skip_done=True)
         except RunBusy as err:
             raise ConfigError(f"{err}; wait for it or stop it first") from None
+        if result is None:  # finished before this call: said as the sweep says it, a diverged run included
+            from .runs.folders import claimed
+
+            _, result = claimed(run)
+            print(f"[rrlib] {run.size}/{run.variant}/seed{run.seed}: done already"
+                  + ("" if result["status"] == "finished" else f" ({result['status']})"), file=sys.stderr)
         print({k: result[k] for k in ("size", "variant", "seed", "status", "steps", "val_loss", "fixed_loss",
                                       "ece", "minutes")})
         return 0

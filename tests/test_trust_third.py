@@ -123,6 +123,18 @@ def test_a_diverged_run_reads_back_as_diverged_in_a_sweep_a_rerun_its_table_and_
                      progress=False) == result
 
 
+def test_train_answers_a_diverged_run_done_already_diverged(tmp_path, capsys):
+    from rrlib.__main__ import main
+
+    args = ["train", "--size", "tiny", "--variant", "standard", "--out", str(tmp_path / "runs"),
+            *[f"--set=train.{k}={v}" for k, v in {**FAST, **BLOW_UP}.items()], f"--set=data.cache_dir={tmp_path / 'c'}"]
+    assert main(args) == 0
+    capsys.readouterr()
+    assert main(args) == 0
+    out = capsys.readouterr()
+    assert "tiny/standard/seed0: done already (diverged)" in out.err and "'status': 'diverged'" in out.out
+
+
 def test_a_finite_final_loss_far_above_a_uniform_guess_is_diverged(tmp_path, monkeypatch):
     monkeypatch.setattr(train_module, "evaluate", lambda *a, **k: {"loss": 20.0, "ece": 0.5, "tokens": 4096})
     result = train_run(tiny(tmp_path), progress=False)
