@@ -324,6 +324,32 @@ else:
                  f"change of {r[7]:.4f} nats with 80 % power, so a smaller one cannot be ruled out"))
 
 # %% [markdown]
+# ## The powered CPU study: its design, fixed before its runs
+#
+# The CPU sizes above were sized by habit (5 seeds, 600 steps) and detect only gaps of 0.019–0.046 nats, while
+# every gain the Review paper reports is 0.009–0.016. The powered study is sized for a detectable gap of **0.010
+# nats** (80 % power, α 0.05, paired t over seeds) for Review against standard and against Highway, at two
+# widths trained to the same **17 tokens per Review parameter**, at least 4× today's steps:
+#
+# | size | model | steps | tokens | passes over the 2.1 MB sample |
+# |---|---|---|---|---|
+# | `review_power_micro` | d 64, 4 blocks | 2,409 | 4.9 M | 2.4 |
+# | `review_power_mini` | d 128, 4 blocks | 9,170 | 18.8 M | 9.1 |
+#
+# **Pilot** (seeds 0–3 at commit 4de8d85, `scripts/power_study.sh`; the study's runs lie under `outputs/power/runs/`): at `review_power_micro` the paired SD of
+# the per-seed differences on `fixed_loss` is 0.0210 (standard − review) and 0.0207 (highway − review); its held-out
+# loss still falls by at least 0.027 nats over the last 400 steps of every run (no overfitting after 2.4 passes).
+# **Design:** the seeds at which the detectable gap at SD 0.0210 is at most 0.010 nats,
+# `rrlib.report.verdict.seeds_needed(0.0210, 0.010)` = **37 seeds** (0–36; 4 seeds detect 0.045): 111 runs at
+# about 3.7 CPU-minutes each beside one other training process, about 7 CPU-hours, within the 12 the CPU is given
+# per comparison. The pilot's seeds are part of the design (an internal pilot: the SD it met sets the count, not
+# the gap). The runs go through `rrlib compare --size review_power_micro --variants review --against
+# standard,highway --seeds 37`; its verdict states the detectable gap the finished design reached. The
+# `review_power_mini` pilot (about 35 CPU-minutes a run, 9.1 passes, its curve checked the same way) sets that
+# width's count when it finishes; at the micro SD it would need 37 × 3 runs, about 65 CPU-hours, beyond the 12
+# given, and the page will then say what it would take.
+
+# %% [markdown]
 # ## Verdicts
 #
 # Each size in words, from its primary test (paired where seeds pair) and the Holm-adjusted p-value.

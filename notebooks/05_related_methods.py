@@ -262,6 +262,22 @@ if wide is not None:
     plots.show_figure(fig, "05_gap_two_widths", figures_dir)
 
 # %% [markdown]
+# ## The powered family study: its design, fixed before its runs
+#
+# The family's comparison above (300 steps, 3 seeds) detects only gaps of several hundredths of a nat. The powered
+# study, `family_power` (the same model, **1,200 steps**, 4×; 2.5 M tokens, 1.2 passes over the 2.1 MB sample),
+# is sized for a detectable gap of **0.017 nats** (about the Delta paper's smallest gain, 1.7 % lower perplexity;
+# 80 % power, α 0.05, paired t) for Delta AttnRes against standard and against AttnRes, and MGR against standard.
+# **Pilot** (seeds 0–3 at commit 4de8d85, `scripts/power_study.sh`; the study's runs lie under `outputs/power/runs/`): paired SD on `fixed_loss` 0.0059 (standard −
+# delta_attnres), 0.0406 (attnres − delta_attnres), 0.0161 (standard − mgr); the held-out loss still falls by at
+# least 0.2 nats between its last two evaluations. **Design:** `rrlib.report.verdict.seeds_needed(sd, 0.017)` gives
+# 4, **47** and 10 seeds; the largest sets the design, **47 seeds** (0–46) of the four rules, 188 runs at about
+# 2.3 CPU-minutes each, about 7 CPU-hours. The pilot's seeds are part of the design. The runs go through `rrlib
+# compare --size family_power --variants delta_attnres --against standard,attnres --seeds 47` (Holm over its
+# two) and `rrlib compare --size family_power --variants mgr --against standard --seeds 47`, which reads the same
+# standard runs.
+
+# %% [markdown]
 # ## Looped models: does λ/(N·√(L/12)) transfer the learning rate across N?
 #
 # For each residual rule and each loop count N, the final held-out loss (mean over seeds) over the

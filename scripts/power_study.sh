@@ -4,11 +4,24 @@
 # standard at 4x the family's steps (family_power). Each size is one sweep, JOBS at a time (default 2), each on
 # one thread; finished runs are skipped, so a second call resumes. SEEDS picks the seeds (default: the pilot's).
 #   SEEDS=0,1,2,3 JOBS=2 bash scripts/power_study.sh
+# The designs (notebooks 04 and 05 give their arithmetic from the pilot), through the compare engine, which reuses
+# the pilot's runs; run it from a one-commit checkout too, with the pilot's run folders copied in:
+#   bash scripts/power_study.sh --design
 # Run it from a checkout of one commit for the whole study (a `git worktree` at that commit), so every run
-# records the same clean commit; copy its outputs/runs/<size> folders into the main checkout to commit them.
+# records the same clean commit; copy its outputs/power folder into the main checkout to commit it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export JOBS=${JOBS:-2} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+if [ "${1:-}" = "--design" ]; then
+  mkdir -p outputs/logs
+  python3 -m rrlib compare --size review_power_micro --variants review --against standard,highway --seeds 37 \
+    --runs outputs/power/runs --out outputs/power/review_power_micro > outputs/logs/power_micro_design.log 2>&1 &&
+  python3 -m rrlib compare --size family_power --variants delta_attnres --against standard,attnres --seeds 47 \
+    --runs outputs/power/runs --out outputs/power/family_power_delta > outputs/logs/power_family_design.log 2>&1 &&
+  python3 -m rrlib compare --size family_power --variants mgr --against standard --seeds 47 \
+    --runs outputs/power/runs --out outputs/power/family_power_mgr >> outputs/logs/power_family_design.log 2>&1
+  exit $?
+fi
 SEEDS=${SEEDS:-0,1,2,3}
 SIZES=${SIZES:-"review_power_micro family_power review_power_mini"}
-for size in $SIZES; do echo "$size --size $size --seeds $SEEDS"; done | bash scripts/run_sweeps.sh --device cpu "$@"
+for size in $SIZES; do echo "$size --size $size --seeds $SEEDS"; done | bash scripts/run_sweeps.sh --device cpu --out outputs/power/runs "$@"
