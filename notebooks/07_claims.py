@@ -589,7 +589,7 @@ def family_gain_row(paper, claim, variant):
         ledger.judge("directional", r["gap vs standard"], r["p (Holm)"], alpha=alpha),
         link("05_related_methods", f"05_{family_size}_summary"), r["gap vs standard"], *against_standard(variant),
         r["p (Holm)"], f"Holm over the family's {len(summary) - 1} comparisons with standard (page 05)",
-        detectable=r["detectable gap"]))
+        detectable=r["detectable gap"])
 
 
 rows.append(growth_row("Attention Residuals", "softmax over depth counters the growth of the residual stream", "attnres"))

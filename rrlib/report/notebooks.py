@@ -49,7 +49,7 @@ NOTEBOOKS = (
                     "claims_variants": ["standard", "review", "attnres", "attnres_block", "delta_attnres",
                                         "delta_attnres_block", "mgr"],
                     "train_missing": True},
-             requires="family", summary=True, own_roots=("claims", "convert")),
+             requires="family", summary=True, own_roots=("claims", "convert", "power")),
 )
 QUICK_SIZES = ["tiny"]  # the smoke-test size: seconds on a CPU, so a build trains its missing runs unasked
 
