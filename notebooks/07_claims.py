@@ -276,7 +276,7 @@ if halves_seeds == len(seeds):
     rows.append(ledger.row(
         "Review", "(c) conditioning the gate on the update, not only the state, is what makes it work",
         f"review_state_only − review, fixed_loss, {claims_size}, {int(state_only['paired_n'])} seeds paired, Holm "
-        f"over 4; detectable {state_only['mde']:.4f} (beside it: {others})",
+        f"over 4 (beside it: {others})",
         ledger.judge("directional", state_only["paired_gap"], state_only["p_holm"], alpha=alpha),
         link("07_claims", "07_gate_halves"), state_only["paired_gap"], state_only["ci_low"], state_only["ci_high"],
         state_only["p_holm"], "Holm over the 4 comparisons with review", detectable=state_only["mde"]))
@@ -584,8 +584,8 @@ def family_gain_row(paper, claim, variant):
         also = f"; at {wide_size} {w['gap vs standard']:+.4f}, Holm p {w['p (Holm)']:.2g}"
     return ledger.row(
         paper, claim,
-        f"standard − {variant} at {family_size}, fixed_loss, Holm over the family: Holm p {r['p (Holm)']:.2g}, "
-        f"detectable {r['detectable gap']:.4f}" + also,
+        f"standard − {variant} at {family_size}, fixed_loss, Holm over the family: Holm p {r['p (Holm)']:.2g}"
+        + also,
         ledger.judge("directional", r["gap vs standard"], r["p (Holm)"], alpha=alpha),
         link("05_related_methods", f"05_{family_size}_summary"), r["gap vs standard"], *against_standard(variant),
         r["p (Holm)"], f"Holm over the family's {len(summary) - 1} comparisons with standard (page 05)",
@@ -604,7 +604,7 @@ else:
     rows.append(ledger.row(
         "Attention Residuals", "Block AttnRes keeps most of the gain at a fraction of the cost",
         f"AttnRes's own gain over standard at {family_size} (standard − attnres, Holm over the family): "
-        f"{full['gap vs standard']:+.4f}, Holm p {full['p (Holm)']:.2g}, detectable {full['detectable gap']:.4f}; "
+        f"{full['gap vs standard']:+.4f}, Holm p {full['p (Holm)']:.2g}; "
         f"Block's {block['gap vs standard']:+.4f}" + speed,
         ledger.judge("directional", full["gap vs standard"], full["p (Holm)"], alpha=alpha),
         link("05_related_methods", f"05_{family_size}_summary"), full["gap vs standard"], *against_standard("attnres"),
