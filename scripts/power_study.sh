@@ -14,11 +14,12 @@ cd "$(dirname "$0")/.."
 export JOBS=${JOBS:-2} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 if [ "${1:-}" = "--design" ]; then
   mkdir -p outputs/logs
-  python3 -m rrlib compare --size review_power_micro --variants review --against standard,highway --seeds 37 \
+  # --allow-slow: a design spans sittings (it resumes), so its whole cost may exceed the one-call CPU guard
+  python3 -m rrlib compare --allow-slow --size review_power_micro --variants review --against standard,highway --seeds 37 \
     --runs outputs/power/runs --out outputs/power/review_power_micro > outputs/logs/power_micro_design.log 2>&1 &&
-  python3 -m rrlib compare --size family_power --variants delta_attnres --against standard,attnres --seeds 47 \
+  python3 -m rrlib compare --allow-slow --size family_power --variants delta_attnres --against standard,attnres --seeds 47 \
     --runs outputs/power/runs --out outputs/power/family_power_delta > outputs/logs/power_family_design.log 2>&1 &&
-  python3 -m rrlib compare --size family_power --variants mgr --against standard --seeds 47 \
+  python3 -m rrlib compare --allow-slow --size family_power --variants mgr --against standard --seeds 47 \
     --runs outputs/power/runs --out outputs/power/family_power_mgr >> outputs/logs/power_family_design.log 2>&1
   exit $?
 fi
