@@ -302,8 +302,8 @@ def no_gain_row(claim, tests, where, correction, evidence):
     below = [ledger.below_margin_p(r.paired_gap, r.ci_low, r.ci_high, r.paired_n, review_margin, alpha)
              for r in tests.itertuples()]
     gains = tests[(tests["p_holm"] < alpha) & (tests["paired_gap"] > 0)]
-    chosen = gains.loc[gains["p_holm"].idxmin()] if len(gains) else tests.iloc[int(np.nanargmax(below))]
-    p_margin = np.nan if len(gains) else float(np.nanmax(below))
+    chosen = gains.loc[gains["p_holm"].idxmin()] if len(gains) else tests.iloc[ledger.binding(below)]
+    p_margin = np.nan if len(gains) else float(below[ledger.binding(below)])
     return ledger.row(
         "Review", claim,
         f"Review's paired gaps, {len(tests)} comparisons at {where} ({chosen['size']} vs {chosen['baseline']} shown); "
@@ -341,7 +341,7 @@ else:
         both = gaps_at(paper_tests, [size])
         effect, low, high, p = ledger.intersection(both["paired_gap"].to_numpy(), both["ci_low"].to_numpy(),
                                                    both["ci_high"].to_numpy(), both["paired_p"].to_numpy())
-        binding = both.loc[both["paired_p"].idxmax()]
+        binding = both.iloc[ledger.binding(both["paired_p"])]
         rows.append(ledger.row(
             "Review", f"(e) a significant gain over both baselines at {size}",
             f"Review's paired gaps at {size} (the paper's runs, val_loss: " + ", ".join(
@@ -359,7 +359,7 @@ else:
         growth.append(ledger.welch(per_size["1B"], per_size["590M"], alpha))
     effect, low, high, p = ledger.intersection([g["effect"] for g in growth], [g["ci_low"] for g in growth],
                                                [g["ci_high"] for g in growth], [g["p"] for g in growth])
-    binding = growth[int(np.argmax([g["p"] for g in growth]))]
+    binding = growth[ledger.binding([g["p"] for g in growth])]
     grew = review_gains.unstack("size")
     rows.append(ledger.row(
         "Review", "(e) the gain at 1B is larger than at 590M",
@@ -379,7 +379,7 @@ else:
     effect, low, high, p = ledger.intersection(trend["slope_per_decade"].to_numpy(),
                                                (trend["slope_per_decade"] - half).to_numpy(),
                                                (trend["slope_per_decade"] + half).to_numpy(), trend["p"].to_numpy())
-    binding = trend.loc[trend["p"].idxmax()]
+    binding = trend.iloc[ledger.binding(trend["p"])]
     rows.append(ledger.row(
         "Review", "(f) the benefit emerges and grows with scale",
         "slope of Review's gap on log10 size (nats per decade, the paper's 5 sizes, one point each), the smaller over "
@@ -398,7 +398,7 @@ else:
     size_terms = factors[(factors["metric"] == "fixed_loss") & (factors["term"] == "log10_size")]
     effect, low, high, p = ledger.intersection(size_terms["coef"].to_numpy(), size_terms["ci_low"].to_numpy(),
                                                size_terms["ci_high"].to_numpy(), size_terms["p"].to_numpy())
-    binding = size_terms.loc[size_terms["p"].idxmax()]
+    binding = size_terms.iloc[ledger.binding(size_terms["p"])]
     tpp = factors[(factors["metric"] == "fixed_loss") & (factors["term"] == "log10_tokens_per_param")]
     rows.append(ledger.row(
         "Review", "(f) the gain follows size, not the training budget",
@@ -682,7 +682,7 @@ for form, (base, delta) in pairs.items():
                           reference=delta, n_boot=0).set_index("baseline")
     effect, low, high, p = ledger.intersection(tests["paired_gap"].to_numpy(), tests["ci_low"].to_numpy(),
                                                tests["ci_high"].to_numpy(), tests["paired_p"].to_numpy())
-    binding = tests.loc[tests["paired_p"].idxmax()]
+    binding = tests.iloc[ledger.binding(tests["paired_p"])]
     rows.append(ledger.row(
         "Delta AttnRes", claim,
         f"{family_size}, fixed_loss, paired over {int(tests['paired_n'].min())} seeds: " + "; ".join(

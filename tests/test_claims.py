@@ -187,6 +187,8 @@ def test_a_rows_interval_and_p_come_from_one_comparison():
     """Every part must hold: the largest p, with that part's own effect and interval."""
     assert ledger.intersection([0.03, 0.01], [0.02, -0.01], [0.04, 0.03], [0.001, 0.2]) == (0.01, -0.01, 0.03, 0.2)
     assert ledger.intersection([0.01, 0.03], [-0.01, 0.0], [0.03, 0.06], [0.001, 0.04]) == (0.03, 0.0, 0.06, 0.04)
+    effect, _, _, p = ledger.intersection([0.01, 0.03], [-0.01, np.nan], [0.03, np.nan], [0.001, np.nan])
+    assert effect == 0.03 and np.isnan(p)  # a part not tested: the claim cannot hold on it
 
 
 def test_ledger_rows_and_helpers():

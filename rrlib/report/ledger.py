@@ -76,9 +76,17 @@ def below_margin_p(effect: float, ci_low: float, ci_high: float, n: int, margin:
     return float(sps.t.cdf((effect - margin) / se, n - 1))
 
 
+def binding(ps) -> int:
+    """The position of the part that decides "every part holds": one not tested (p NaN: the claim cannot hold on
+    it), else the one with the largest p."""
+    ps = np.asarray(ps, dtype=float)
+    untested = np.flatnonzero(np.isnan(ps))
+    return int(untested[0]) if len(untested) else int(np.argmax(ps))
+
+
 def intersection(effects, lows, highs, ps) -> tuple[float, float, float, float]:
-    """(effect, ci_low, ci_high, p) of "every part holds": the part with the largest p, all four its own."""
-    k = int(np.nanargmax(np.asarray(ps, dtype=float)))
+    """(effect, ci_low, ci_high, p) of "every part holds": the binding part's (``binding``), all four its own."""
+    k = binding(ps)
     return effects[k], lows[k], highs[k], float(ps[k])
 
 
