@@ -302,8 +302,9 @@ def no_gain_row(claim, tests, where, correction, evidence):
     below = [ledger.below_margin_p(r.paired_gap, r.ci_low, r.ci_high, r.paired_n, review_margin, alpha)
              for r in tests.itertuples()]
     gains = tests[(tests["p_holm"] < alpha) & (tests["paired_gap"] > 0)]
-    chosen = gains.loc[gains["p_holm"].idxmin()] if len(gains) else tests.iloc[ledger.binding(below)]
-    p_margin = np.nan if len(gains) else float(below[ledger.binding(below)])
+    k = ledger.binding(below)
+    chosen = gains.loc[gains["p_holm"].idxmin()] if len(gains) else tests.iloc[k]
+    p_margin = np.nan if len(gains) else float(below[k])
     return ledger.row(
         "Review", claim,
         f"Review's paired gaps, {len(tests)} comparisons at {where} ({chosen['size']} vs {chosen['baseline']} shown); "

@@ -328,9 +328,10 @@ def main(argv=None) -> int:
         return 130
 
 
-def out_root(args) -> str:
-    """--out as the library takes it (rrlib.home: relative to the project where it lies inside it)."""
-    return "outputs/runs" if args.out is None else given_path(args.out)
+def out_root(given: str | None) -> str:
+    """The runs' root typed on the command line (train's and sweep's --out, compare's --runs) as the library takes
+    it (rrlib.home: relative to the project where it lies inside it); the project's outputs/runs if none."""
+    return "outputs/runs" if given is None else given_path(given)
 
 
 def run_command(args) -> int:
@@ -341,7 +342,7 @@ def run_command(args) -> int:
         from .runs.folders import RunBusy
         from .runs.train import train_run
 
-        run = resolve_run(args.size, args.variant, args.seed, overrides_from(args), out_root(args))
+        run = resolve_run(args.size, args.variant, args.seed, overrides_from(args), out_root(args.out))
         try:
             result = train_run(run, move_aside=args.move_aside, allow_slow=args.allow_slow or None, skip_done=True)
         except RunBusy as err:
@@ -359,7 +360,8 @@ def run_command(args) -> int:
         from .runs.sweep import SweepIncomplete, parse_shard, run_sweep
 
         try:
-            table, incomplete = run_sweep(args.size, args.variants, args.seeds, overrides_from(args), out_root(args),
+            table, incomplete = run_sweep(args.size, args.variants, args.seeds, overrides_from(args),
+                                          out_root(args.out),
                                           parse_shard(args.shard), move_aside=args.move_aside,
                                           allow_slow=args.allow_slow or None), None
         except SweepIncomplete as err:
@@ -385,7 +387,7 @@ def compare_command(args) -> int:
                       detect=args.detect, pilot_seeds=args.pilot_seeds, max_seeds=args.max_seeds,
                       **({} if args.margin is None else {"margin": args.margin}), alpha=args.alpha,
                       overrides=overrides_from(args),
-                      runs_root="outputs/runs" if args.runs is None else given_path(args.runs),
+                      runs_root=out_root(args.runs),
                       shard=parse_shard(args.shard), timing=not args.no_timing, move_aside=args.move_aside,
                       allow_slow=args.allow_slow or None)
     run(request, Path(args.out).expanduser().absolute(), command_line(), log=print)  # None: other shards' runs

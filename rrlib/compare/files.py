@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import html
 import json
-import math
 from pathlib import Path
 
 import pandas as pd
@@ -39,14 +38,12 @@ def check_out(folder: Path) -> None:
 
 
 def printed(rows: pd.DataFrame) -> str:
-    """The short table the command prints: one line per pair."""
-    fmt = lambda x, f: "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, f)
+    """The short table the command prints: one line per pair, its numbers the page's (``shown_table``)."""
     lines = [f"{'variant':<18} {'baseline':<18} {'seeds':>5} {'gap [95% CI]':>28} {'Holm p':>8} "
              f"{'detects':>8}  verdict"]
-    for r in rows.to_dict("records"):
-        gap = f"{fmt(r['gap'], '+.4f')} [{fmt(r['ci_low'], '+.4f')}, {fmt(r['ci_high'], '+.4f')}]"
-        lines.append(f"{r['variant']:<18} {r['baseline']:<18} {r['seeds']:>5} {gap:>28} {fmt(r['p_holm'], '.3g'):>8} "
-                     f"{fmt(r['detectable'], '.4f'):>8}  {r['verdict']}")
+    for r in shown_table(rows).to_dict("records"):
+        lines.append(f"{r['variant']:<18} {r['baseline']:<18} {r['seeds']:>5} {r['gap (nats) [95 % CI]']:>28} "
+                     f"{r['Holm p']:>8} {r['detectable']:>8}  {r['verdict']}")
     return "\n".join(lines)
 
 
@@ -99,7 +96,7 @@ def write(folder: Path, request, rows: pd.DataFrame, table: pd.DataFrame, design
 
 
 def shown_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """The page's table: one row per pair, numbers formatted as the printed table's."""
+    """The page's table: one row per pair, its numbers formatted (n/a where a test did not run)."""
     fmt = lambda x, f: "n/a" if pd.isna(x) else format(x, f)
     return pd.DataFrame({
         "variant": rows["variant"], "baseline": rows["baseline"], "seeds": rows["seeds"],

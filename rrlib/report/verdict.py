@@ -27,12 +27,10 @@ belongs to the question, chosen before the runs.
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
-from scipy import stats as scipy_stats
 
+from .ledger import paired
 from .stats import detectable_gap, equivalence_p, holm
 
 ALPHA = 0.05
@@ -49,11 +47,9 @@ def paired_gap(diffs, alpha: float = ALPHA, margin: float = DEFAULT_MARGIN) -> d
            "ci_low": np.nan, "ci_high": np.nan, "p": np.nan, "detectable": np.nan, "p_equivalent": np.nan}
     if n < 2 or np.ptp(d) <= 1e-12 * max(1.0, np.abs(d).max()):
         return out  # one seed, or no spread: no t statistic
-    se = out["sd"] / math.sqrt(n)
-    half = scipy_stats.t.ppf(1 - alpha / 2, n - 1) * se
-    out.update(ci_low=out["gap"] - half, ci_high=out["gap"] + half,
-               p=float(2 * scipy_stats.t.sf(abs(out["gap"] / se), n - 1)),
-               detectable=detectable_gap(out["sd"], n, alpha), p_equivalent=equivalence_p(d, margin))
+    t = paired(d, alpha)  # the ledger's paired t: one formula for both
+    out.update(ci_low=t["ci_low"], ci_high=t["ci_high"], p=float(t["p"]), detectable=t["mde"],
+               p_equivalent=equivalence_p(d, margin))
     return out
 
 

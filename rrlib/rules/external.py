@@ -52,19 +52,26 @@ def load_rules(spec: str) -> list[str]:
     spec = spec.strip()
     if not spec:
         raise ConfigError("an empty --rules value; give a rule file (my_rules.py) or a module name (mypkg.rules)")
+    path = _file_of(spec)
+    if path is None:
+        return _registered(spec, f"module {spec}", lambda: _import_module(spec))
+    return _registered(str(path.resolve()), f"file {path.name}", lambda: _load_file(path, spec))
+
+
+def _file_of(spec: str) -> Path | None:
+    """The file ``spec`` names, or None when it names a module. A folder that cannot be a module's name (a path)
+    is a mistaken file, named as such by _load_file."""
     path = Path(spec).expanduser()
-    # a folder that cannot be a module's name (a path) is a mistaken file, named as such by _load_file
     as_file = spec.endswith(".py") or path.is_file() or (path.is_dir() and not spec.replace(".", "").isidentifier())
-    key = str(path.resolve()) if as_file else spec
+    return path if as_file else None
+
+
+def _registered(key: str, origin: str, load) -> list[str]:
+    """Run ``load`` once per ``key``; the rule names it registered, each recorded as coming from ``origin``."""
     if key in _LOADED:
         return _LOADED[key]
     before = set(RULES)
-    if as_file:
-        origin = f"file {path.name}"
-        _load_file(path, spec)
-    else:
-        origin = f"module {spec}"
-        _import_module(spec)
+    load()
     added = [name for name in RULES if name not in before]
     for name in added:
         SOURCES[name]["origin"] = origin
@@ -134,30 +141,28 @@ def load_from_environment() -> list[str]:
 
     for point in entry_points(group=ENTRY_POINTS):
         key = f"entry point {point.name}"
-        if key in _LOADED:
-            continue
-        before = set(RULES)
-        try:
-            point.load()
-        except ConfigError as err:
-            raise ConfigError(f"the installed rules {point.value!r} (entry point {point.name!r} of group "
-                              f"{ENTRY_POINTS}): {err}") from None
-        except Exception as err:
-            raise ConfigError(f"the installed rules {point.value!r} (entry point {point.name!r} of group "
-                              f"{ENTRY_POINTS}) do not import: {type(err).__name__}: {err}") from None
-        _LOADED[key] = [name for name in RULES if name not in before]
-        for name in _LOADED[key]:
-            SOURCES[name]["origin"] = f"entry point {point.name} ({point.value})"
-        names += _LOADED[key]
+        if key not in _LOADED:
+            names += _registered(key, f"entry point {point.name} ({point.value})", lambda: _load_entry_point(point))
     return names
+
+
+def _load_entry_point(point) -> None:
+    try:
+        point.load()
+    except ConfigError as err:
+        raise ConfigError(f"the installed rules {point.value!r} (entry point {point.name!r} of group "
+                          f"{ENTRY_POINTS}): {err}") from None
+    except Exception as err:
+        raise ConfigError(f"the installed rules {point.value!r} (entry point {point.name!r} of group "
+                          f"{ENTRY_POINTS}) do not import: {type(err).__name__}: {err}") from None
 
 
 def export(specs) -> None:
     """Add ``specs`` to ``$RRLIB_RULES`` (absolute paths for files), so child processes load them too."""
     have = [s for s in os.environ.get(ENV, "").split(os.pathsep) if s]
     for spec in specs:
-        path = Path(spec).expanduser()
-        entry = str(path.resolve()) if spec.endswith(".py") or path.is_file() else spec
+        path = _file_of(spec)
+        entry = spec if path is None else str(path.resolve())
         if entry not in have:
             have.append(entry)
     os.environ[ENV] = os.pathsep.join(have)
