@@ -79,7 +79,7 @@ convert_root = convert_root or str(Path(out_root).parent / "convert")
 family = list(claims_variants or load_preset(claims_size).variants)
 probed = family + claims_study.GATE_HALVES
 if train_missing:
-    claims_study.run_study(claims_size, seeds, claims_root, convert_root, variants=family)
+    claims_study.run_study(claims_size, seeds, claims_root, variants=family)
 
 
 def page_table(name):
@@ -240,7 +240,7 @@ def finished(root, size):
 
 claims_runs, committed = finished(claims_root, claims_size), finished(out_root, claims_size)
 family_runs = finished(out_root, family_size)
-plan = claims_study.study_plan(claims_size, seeds, claims_root, convert_root, family)
+plan = claims_study.study_plan(claims_size, seeds, claims_root, family)
 planned = sum(len(sweep["variants"]) * len(sweep["seeds"]) for sweep in plan)
 cost = {size: finished(out_root, size)["train_flops"].mean() for size in (claims_size, wide_size)
         if size and len(finished(out_root, size))}

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from rrlib.runs.config import ConfigError
 from rrlib.runs.folders import RunBusy, run_lock
-from rrlib.runs.optim import lr_at
+from rrlib.runs.optim import group_lrs, lr_at, make_optimizer, rule_lr_at
 from rrlib.runs.presets import resolve_run
 from rrlib.runs.sweep import grid, results_table, run_sweep
 from rrlib.runs.train import train_run
@@ -57,6 +58,42 @@ def test_lr_schedule():
     assert lr_at(499, t) == pytest.approx(2e-4)
     assert lr_at(t.steps, t) == pytest.approx(2e-5)
     assert lr_at(500 + (t.steps - 500) // 2, t) == pytest.approx(2e-4 * 0.55, rel=1e-3)
+
+
+def test_rule_lr_scale_gives_the_rule_its_own_rate_and_the_shared_floor():
+    """The Delta code's --lr_attnres: the rule's parameters peak at scale·lr and decay to the same absolute floor
+    as the rest (min_lr_frac·lr); at scale 1 the optimiser is the one it always was."""
+    from rrlib.model import GPT
+    run = resolve_run("tiny", "delta_attnres_block", 0, {"train": {"rule_lr_scale": 100.0, "min_lr_frac": 0.6}})
+    t = run.train
+    model = GPT(run.model)
+    opt = make_optimizer(model, t, torch.device("cpu"))
+    rule_ids = {id(p) for p in model.rule.parameters()}
+    marked = [g for g in opt.param_groups if g.get("rule")]
+    assert rule_ids and {id(p) for g in marked for p in g["params"]} == rule_ids
+    assert not opt.param_groups[0].get("rule")  # the log's rate is the first group's
+    assert sum(len(g["params"]) for g in opt.param_groups) == len(list(model.parameters()))
+    peak = t.warmup_steps - 1
+    want = lambda base, rule: [rule if g.get("rule") else base for g in opt.param_groups]
+    assert group_lrs(peak, t, opt) == pytest.approx(want(t.lr, 100 * t.lr))
+    assert group_lrs(t.steps, t, opt) == pytest.approx(want(0.6 * t.lr, 0.6 * t.lr))  # one floor, as --lr_min
+    floor = 0.6 * t.lr  # after warmup both groups follow one cosine between their peak and the shared floor
+    for step in (t.warmup_steps + 1, (t.warmup_steps + t.steps) // 2, t.steps - 2):
+        assert (rule_lr_at(step, t) - floor) / (lr_at(step, t) - floor) == pytest.approx((100 - 0.6) / (1 - 0.6))
+    mid = (t.warmup_steps + t.steps) // 2
+    plain = resolve_run("tiny", "delta_attnres_block", 0).train
+    assert not any(g.get("rule") for g in make_optimizer(model, plain, torch.device("cpu")).param_groups)
+    assert rule_lr_at(mid, plain) == lr_at(mid, plain)
+
+
+def test_rule_lr_scale_is_fingerprinted_only_when_set():
+    from rrlib.runs.runfiles import fingerprint, run_identity
+    plain = resolve_run("tiny", "review", 0)
+    assert "rule_lr_scale" not in run_identity(plain, "cpu", "fp32")["train"]
+    scaled = resolve_run("tiny", "review", 0, {"train": {"rule_lr_scale": 10.0}})
+    assert fingerprint(run_identity(scaled, "cpu", "fp32")) != fingerprint(run_identity(plain, "cpu", "fp32"))
+    with pytest.raises(ConfigError, match="rule_lr_scale must be a positive finite number"):
+        resolve_run("tiny", "review", 0, {"train": {"rule_lr_scale": 0.0}})
 
 
 @pytest.mark.slow

@@ -156,8 +156,7 @@ def test_every_committed_result_answers_done_already(registry_as_it_was):
     for res in sorted(p for root in roots for p in root.glob("*/*/seed*/result.json")):
         root, size, variant, seed = res.parts[-5], res.parts[-4], res.parts[-3], int(res.parts[-2][4:])
         lr = {"train": {"lr": float(root[len("looped-lr"):])}} if root.startswith("looped-lr") else {}
-        if root == Path(claims_study.CONVERT_ROOT).name:  # notebook 07's fine-tuning runs: their own settings
-            lr = claims_study.convert_overrides(size, converted=variant == claims_study.CONVERTED)
+        lr = claims_study.overrides_of(root, size, variant) or lr  # notebook 07's fine-tuning runs: their own
         settled, done = claimed(resolve_run(size, variant, seed, lr, str(REPO / "outputs" / root)))
         assert done is not None and done["val_loss"] == json.loads(res.read_text())["val_loss"], res
         assert asked_identity(settled)["run"]["device_type"] in ("cpu", "cuda")

@@ -1,24 +1,26 @@
 """The runs and probes the claims ledger (notebook 07) adds to the report's own, fixed here before they run.
 
-    outputs/claims/<size>/<variant>/seed<k>/    every method of the size's family, and Review's two gate halves
-                                                (``review_state_only``, ``review_update_only``), retrained with
-                                                their final weights kept (weights.pt, not committed) and probed:
-                                                probes.json, what each sublayer reads at init and trained, and
-                                                how sharply the depth-attention rules route
-    outputs/convert/<size>/<variant>/seed<k>/   the trained ``standard`` of each seed, continued for half its
-                                                steps as ``standard``, or converted into ``delta_attnres`` with
-                                                its identity gate (zero at init, so the converted model starts
-                                                at the trained one's function) and fine-tuned as long; the
-                                                converted runs' conversion.json checks that start
+Three parts, each ``python -m rrlib.report.claims_study --part <part>``:
 
-The family's committed runs (outputs/runs/<size>) stay untouched: the runs here have the same settings and seeds,
-so a retrained method reproduces its committed result on the same machine type, and the ledger reads the gate
-halves against Review, Highway and standard trained beside them. Fine-tuning uses the size's own recipe (peak
-learning rate, warmup 10 % of the run, cosine to 10 %) on half its steps; a run's batches are a function of
-(seed, step), so both sides of the conversion see the first half of the batches pretraining saw, alike.
+- ``family``: every method of the size's family, and Review's two gate halves (``review_state_only``,
+  ``review_update_only``), retrained with their final weights kept (weights.pt, not committed) under
+  outputs/claims/<size>/<variant>/seed<k>/ and probed: probes.json, what each sublayer reads at init and trained,
+  and how sharply the depth-attention rules route. The family's committed runs (outputs/runs/<size>) stay
+  untouched: the runs here have the same settings and seeds, so the ledger reads the gate halves against Review,
+  Highway and standard trained beside them.
+- ``depth``: the four rules whose papers make claims about depth (standard, attnres, delta_attnres, mgr) at 8, 16
+  and 24 blocks of the ``depth`` series' width (``depth8``, ``depth16``, ``depth24``), 3 seeds, weights kept and
+  probed the same way under outputs/claims/depth<L>/: the mechanism rows' trained-minus-initial tests.
+- ``conversion``: the Delta AttnRes paper's fine-tuning (Table 5; its ``train_finetune.py``), as close as a CPU
+  runs it. CONVERSION says what it takes from the paper's documented command and what differs: each seed's
+  ``standard`` is pretrained at CONVERT_SIZE with its weights kept (outputs/claims), then continued as
+  ``standard`` (outputs/convert) and converted into Block Delta AttnRes twice from the same weights: with the
+  code's default gate, none (outputs/convert), and with its ``learnable_alpha`` gate, zero at init, so the
+  converted model starts at the trained one's function (outputs/convert_gated, whose conversion.json checks
+  that start and how far the gates opened).
 
-``python -m rrlib.report.claims_study --size family`` trains what is missing, one run at a time, in the order of
-``study_plan`` (the gate halves and the conversion first), then writes every probe file that is missing.
+A run's batches are a function of (seed, step), so every fine-tuning run of a seed sees the same batches. Each
+part trains what is missing, one run at a time, then writes every probe file that is missing.
 """
 from __future__ import annotations
 
@@ -40,52 +42,116 @@ from .loading import heldout_batch, quiet_sweep
 
 CLAIMS_ROOT = "outputs/claims"
 CONVERT_ROOT = "outputs/convert"
+CONVERT_GATED_ROOT = "outputs/convert_gated"
 SEEDS = [0, 1, 2]
 GATE_HALVES = ["review_state_only", "review_update_only"]
 ROUTED = ["attnres", "attnres_block", "delta_attnres", "delta_attnres_block"]
-CONVERTED = "delta_attnres"  # the paper fine-tunes into its per-block form too; at 8 sublayers that routes 2 sources
-CONVERTED_OPTIONS = {"identity_gate": True}
 KEEP = {"train": {"keep_weights": "fp32"}}
 PROBE_FILE, CONVERSION_FILE = "probes.json", "conversion.json"
 PROBE_WINDOWS = 8  # held-out windows each probe reads (the first of the fixed set)
 
+DEPTH_SIZES = ["depth8", "depth16", "depth24"]  # blocks; 2 sublayers each
+DEPTH_VARIANTS = ["standard", "attnres", "delta_attnres", "mgr"]
+DEPTH_SEEDS = [0, 1, 2]
 
-def convert_overrides(size: str, claims_root: str = CLAIMS_ROOT, converted: bool = False) -> dict:
-    """The fine-tuning runs' settings: from each seed's trained ``standard``, half the steps. Both sides keep the
-    width parameter matching gives them, which is the source's at the study's sizes (``start_from`` refuses a
-    model of another width)."""
-    steps = max(1, load_preset(size).train.steps // 2)
+# The conversion. The paper's documented command (README of wdlctc/delta-attention-residuals-code at fc11c3e):
+# --mode delta_block --lr 5e-5 --lr_attnres 5e-3 --steps 20000, with the script's defaults --num_blocks 4,
+# --warmup 500, --lr_min 3e-5, --gate_type bias (no gate) and no null source; AdamW (0.9, 0.95), decay 0.1, one
+# cosine per group from its peak to the shared lr_min. Here, from the source's own recipe:
+# - the variant: Block Delta AttnRes with the code's timing (``after_block_start``); its 4 blocks of a 4-layer
+#   model are 1 layer each, block_size 2 sublayers;
+# - the base rate: the paper fine-tunes at 5e-5 after pretraining at 6e-4 (its train_scratch.py default), 1/12 of
+#   the pretraining peak; the routing parameters at 100x that (5e-3 / 5e-5); both decay to the floor 3e-5, 0.6 of
+#   the base peak; warmup 500 of 20,000 steps, 2.5 %;
+# - the length: the paper fine-tunes 20,000 steps, a small share of a pretrained model's training; a CPU can
+#   afford as many fine-tuning steps as pretraining ones (1,200 each, 2.4 passes over the sample in all), so the
+#   source here is far less trained than Qwen3-0.6B, and the fine-tuning is a larger share of its training;
+# - the source: ``standard`` at CONVERT_SIZE (4 blocks, the family's width), not a pretrained Qwen3.
+CONVERT_SIZE = "family_power"
+CONVERT_SEEDS = [0, 1, 2, 3, 4]
+CONVERTED = "delta_attnres_block"
+FINE_TUNE = {"lr_share": 5e-5 / 6e-4, "rule_lr_scale": 5e-3 / 5e-5, "min_lr_share": 3e-5 / 5e-5,
+             "warmup_share": 500 / 20_000}
+CONVERTED_OPTIONS = {"block_size": 2, "delta_timing": "after_block_start"}
+GATED_OPTIONS = {**CONVERTED_OPTIONS, "identity_gate": True}
+
+
+def convert_overrides(size: str = CONVERT_SIZE, claims_root: str = CLAIMS_ROOT, options: dict | None = None) -> dict:
+    """A fine-tuning run's settings: from each seed's trained ``standard`` at ``size``, as many steps as it was
+    trained, at the rates FINE_TUNE derives from the paper's command; ``options`` (a converted run's rule
+    options) add the routing parameters' own rate. Both sides keep the width parameter matching gives them, which
+    is the source's here (``start_from`` refuses a model of another width)."""
+    source = load_preset(size).train
+    steps = source.steps
     train = {"init_from": f"{claims_root}/{size}/standard/seed{{seed}}", "steps": steps,
-             "warmup_steps": max(1, steps // 10), "keep_weights": "fp32"}
-    return {"train": train, **({"model": {"rule_options": dict(CONVERTED_OPTIONS)}} if converted else {})}
+             "lr": source.lr * FINE_TUNE["lr_share"], "min_lr_frac": FINE_TUNE["min_lr_share"],
+             "warmup_frac": None, "warmup_steps": max(1, round(steps * FINE_TUNE["warmup_share"])),
+             "keep_weights": "fp32"}
+    if options is None:
+        return {"train": train}
+    return {"train": {**train, "rule_lr_scale": FINE_TUNE["rule_lr_scale"]}, "model": {"rule_options": dict(options)}}
 
 
-def study_plan(size: str, seeds=None, claims_root: str = CLAIMS_ROOT, convert_root: str = CONVERT_ROOT,
-               variants=None) -> list[dict]:
-    """Every sweep of the study, in the order it trains: what the conversion and the gate-halves test need
-    first (the halves are compared with the family's committed Review, Highway and standard, which have the same
-    settings and seeds), then the rules the growth and routing claims name, then the rest of the family
-    (``variants``, default the preset's)."""
+def overrides_of(root: str, size: str, variant: str) -> dict:
+    """The overrides a run of this study under ``root`` (a root's folder name) was trained with: what resolves a
+    committed run again."""
+    name = Path(root).name
+    if name == Path(CONVERT_ROOT).name:
+        return convert_overrides(size, options=CONVERTED_OPTIONS if variant == CONVERTED else None)
+    if name == Path(CONVERT_GATED_ROOT).name:
+        return convert_overrides(size, options=GATED_OPTIONS)
+    return {}
+
+
+def _sweep(label, size, variants, seeds, overrides, root) -> dict:
+    return dict(label=label, size=size, variants=list(variants), seeds=list(seeds), overrides=overrides,
+                out_root=root)
+
+
+def study_plan(size: str, seeds=None, claims_root: str = CLAIMS_ROOT, variants=None) -> list[dict]:
+    """The family part's sweeps, in the order they train: the gate halves (compared with the family's committed
+    Review, Highway and standard, which have the same settings and seeds) and standard, then the rules the
+    routing and growth claims name, then the rest of the family (``variants``, default the preset's)."""
     seeds = list(seeds if seeds is not None else SEEDS)
     family = list(variants or load_preset(size).variants)
     named = [v for v in ("attnres", "delta_attnres", "mgr", "attnres_block", "delta_attnres_block") if v in family]
-    sweep = lambda label, variants, overrides, root: dict(label=label, size=size, variants=variants, seeds=seeds,
-                                                           overrides=overrides, out_root=root)
-    return [sweep("conversion sources", ["standard"], KEEP, claims_root),
-            sweep("gate halves", GATE_HALVES, KEEP, claims_root),
-            sweep("conversion: continued", ["standard"], convert_overrides(size, claims_root), convert_root),
-            sweep("conversion: converted", [CONVERTED], convert_overrides(size, claims_root, True), convert_root),
-            sweep("the rules the growth and routing claims name", named, KEEP, claims_root),
-            sweep("the rest of the family", [v for v in family if v not in ["standard"] + named], KEEP, claims_root)]
+    return [_sweep("gate halves and standard", GATE_HALVES + ["standard"], seeds, KEEP, claims_root),
+            _sweep("the rules the growth and routing claims name", named, seeds, KEEP, claims_root),
+            _sweep("the rest of the family", [v for v in family if v not in ["standard"] + named], seeds, KEEP,
+                   claims_root)]
 
 
-def run_study(size: str, seeds=None, claims_root: str = CLAIMS_ROOT, convert_root: str = CONVERT_ROOT,
-              n_windows: int = PROBE_WINDOWS, variants=None) -> None:
+def depth_plan(claims_root: str = CLAIMS_ROOT, seeds=None) -> list[dict]:
+    """The depth part: DEPTH_VARIANTS at each of DEPTH_SIZES, shallowest first."""
+    return [_sweep(f"mechanisms at {size}", size, DEPTH_VARIANTS, seeds if seeds is not None else DEPTH_SEEDS,
+                   KEEP, claims_root) for size in DEPTH_SIZES]
+
+
+def conversion_plan(claims_root: str = CLAIMS_ROOT, convert_root: str = CONVERT_ROOT,
+                    gated_root: str = CONVERT_GATED_ROOT, seeds=None, size: str = CONVERT_SIZE) -> list[dict]:
+    """The conversion part: the sources, then the three fine-tuning arms."""
+    seeds = list(seeds if seeds is not None else CONVERT_SEEDS)
+    return [_sweep("conversion sources", size, ["standard"], seeds, KEEP, claims_root),
+            _sweep("conversion: continued", size, ["standard"], seeds, convert_overrides(size, claims_root),
+                   convert_root),
+            _sweep("conversion: converted, the code's default gate (none)", size, [CONVERTED], seeds,
+                   convert_overrides(size, claims_root, CONVERTED_OPTIONS), convert_root),
+            _sweep("conversion: converted, identity gate", size, [CONVERTED], seeds,
+                   convert_overrides(size, claims_root, GATED_OPTIONS), gated_root)]
+
+
+def run_plan(plan: list[dict], n_windows: int = PROBE_WINDOWS) -> None:
     """Train what is missing (finished runs are skipped) and write every missing probe file, sweep by sweep."""
-    for sweep in (s for s in study_plan(size, seeds, claims_root, convert_root, variants) if s["variants"]):
+    for sweep in (s for s in plan if s["variants"]):
         print(f"[claims] {sweep['label']}: {', '.join(sweep['variants'])}", file=sys.stderr, flush=True)
         quiet_sweep(sweep["size"], sweep["variants"], sweep["seeds"], sweep["overrides"], sweep["out_root"])
-        write_probes(sweep["out_root"], size, sweep["variants"], sweep["seeds"], n_windows)
+        write_probes(sweep["out_root"], sweep["size"], sweep["variants"], sweep["seeds"], n_windows)
+
+
+def run_study(size: str, seeds=None, claims_root: str = CLAIMS_ROOT, n_windows: int = PROBE_WINDOWS,
+              variants=None) -> None:
+    """The family part at ``size``."""
+    run_plan(study_plan(size, seeds, claims_root, variants), n_windows)
 
 
 # ---------------------------------------------------------------- probe files
@@ -150,7 +216,8 @@ def conversion_check(run: RunConfig, folder: Path, idx: torch.Tensor) -> dict:
     with torch.no_grad():
         want = reference(idx)[0]
         gaps = {}
-        for name, options in (("max_abs_logit_diff", run.model.rule_options), ("max_abs_logit_diff_without_gate", {})):
+        ungated = {k: v for k, v in run.model.rule_options.items() if k != "identity_gate"}
+        for name, options in (("max_abs_logit_diff", run.model.rule_options), ("max_abs_logit_diff_without_gate", ungated)):
             converted = _initial_model(RunConfig.from_dict({**run.to_dict(), "model": {**run.to_dict()["model"],
                                                                                       "rule_options": options}}))
             start_from(source_dir, converted)
@@ -178,7 +245,7 @@ def read_probes(root: str, size: str, variants, seeds, kind: str = "scales") -> 
 
 
 def read_conversions(root: str, size: str, seeds) -> pd.DataFrame:
-    """The converted runs' conversion.json, one row per seed."""
+    """The converted runs' conversion.json under ``root``, one row per seed."""
     rows = []
     for seed in seeds:
         path = project_path(run_folder(root, size, CONVERTED, seed)) / CONVERSION_FILE
@@ -187,13 +254,23 @@ def read_conversions(root: str, size: str, seeds) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+PARTS = ("family", "depth", "conversion")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rrlib.report.claims_study", description=__doc__.splitlines()[0])
-    parser.add_argument("--size", default="family", help="the family's preset (default: %(default)s)")
-    parser.add_argument("--seeds", default=",".join(map(str, SEEDS)), help="comma-separated (default: %(default)s)")
+    parser.add_argument("--part", default="family", help=f"{', '.join(PARTS)} (default: %(default)s)")
+    parser.add_argument("--size", default="family", help="the family part's preset (default: %(default)s)")
+    parser.add_argument("--seeds", default=None, help="comma-separated (default: the part's own)")
     args = parser.parse_args(argv)
     try:
-        run_study(args.size, [int(s) for s in args.seeds.split(",") if s])
+        if args.part not in PARTS:
+            raise ConfigError(f"unknown part {args.part!r}; valid choices: {', '.join(PARTS)}")
+        seeds = [int(s) for s in args.seeds.split(",") if s] if args.seeds else None
+        if args.part == "family":
+            run_study(args.size, seeds)
+        else:
+            run_plan(depth_plan(seeds=seeds) if args.part == "depth" else conversion_plan(seeds=seeds))
     except (ConfigError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

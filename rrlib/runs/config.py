@@ -69,6 +69,9 @@ class TrainConfig:
     warmup_frac: float | None = None  # when set, warmup_steps = round(warmup_frac · steps), after overrides
     tokens_per_param: float | None = None  # when set, steps give Review's model this many tokens per parameter
     min_lr_frac: float = 0.1
+    # the residual rule's own parameters (depth-attention queries, gates) train at this multiple of lr, decaying to
+    # the same floor min_lr_frac · lr as the rest: the Delta AttnRes code's --lr_attnres beside --lr (runs.optim)
+    rule_lr_scale: float = 1.0
     precision: str = "auto"  # auto (bf16 on CUDA, fp32 on CPU), fp32, tf32, bf16
     # under precision bf16 (as set, not auto) parameter matching widens d_model in multiples of this too, so every
     # row of a matched model's matrices is 16-byte aligned; 1 keeps the paper's steps of n_heads

@@ -45,7 +45,7 @@ NOT_FINGERPRINTED = {"train": {"log_every", "eval_every", "ckpt_every", "keep_we
                      "data": {"cache_dir", "gpt2_dir"}, "model": {"rule_origin"}}
 # Settings added after runs were fingerprinted, left out of the identity while at their default: every run
 # before them keeps its fingerprint (and a checkpoint written before them still resumes).
-OMITTED_AT_DEFAULT = {"train": {"init_from": None}, "model": {"rule_source": None}}
+OMITTED_AT_DEFAULT = {"train": {"init_from": None, "rule_lr_scale": 1.0}, "model": {"rule_source": None}}
 FILE_SETTINGS = ("data_path", "val_path")  # compared by file name: the same file on another machine is the same
 METRICS_FILE = "metrics.jsonl"
 DATA_HASH = "data_hash"  # the data's content (rrlib.runs.token_cache), recorded beside the fingerprint

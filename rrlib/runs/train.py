@@ -49,7 +49,7 @@ from .disk import disk_full, full_disk
 from .evaluate import evaluate
 from .folders import claimed, run_lock
 from .output_paths import checked_run_outputs
-from .optim import lr_at, make_optimizer, optimizer_step
+from .optim import group_lrs, make_optimizer, optimizer_step
 from .pace import check_cpu_reach
 from .provenance import attention_kernel, command_line, device_name, git_commit
 from .rundata import checked_run_data
@@ -267,9 +267,10 @@ def _train(run, run_dir, data, device, rank, world, accum, stop, progress) -> di
                              device)
     try:
         while step < tc.steps:
-            lr = lr_at(step, tc)
+            lrs = group_lrs(step, tc, optimizer)
+            lr = lrs[0]  # the log's: the groups other than the rule's
             x, y = next(batches)
-            step_loss, grad_norm = optimizer_step(model, fwd, optimizer, x, y, lr, accum, autocast, tc.grad_clip,
+            step_loss, grad_norm = optimizer_step(model, fwd, optimizer, x, y, lrs, accum, autocast, tc.grad_clip,
                                                   distributed=world > 1)
             # divergence is recorded on the device and read at log steps: no host sync per step
             first_bad = torch.where((first_bad < 0) & ~torch.isfinite(step_loss), step, first_bad)

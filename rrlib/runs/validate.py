@@ -102,6 +102,7 @@ def validate(model, train, data) -> None:
     _number("train.grad_clip", train.grad_clip, lambda v: v > 0,
             "a positive finite number (the largest gradient norm a step keeps)")
     _number("train.min_lr_frac", train.min_lr_frac, lambda v: 0 <= v <= 1, "a number in [0, 1]")
+    _number("train.rule_lr_scale", train.rule_lr_scale, lambda v: 0 < v < math.inf, "a positive finite number")
     if train.fixed_eval_tokens < model.seq_len + 1:
         raise ConfigError(f"train.fixed_eval_tokens must hold at least one evaluation window of model.seq_len + 1 = "
                           f"{model.seq_len + 1} tokens, got {train.fixed_eval_tokens!r}")

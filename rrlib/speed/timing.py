@@ -18,7 +18,7 @@ from ..runs.config import RunConfig
 from ..runs.device import autocast_factory
 from ..runs.provenance import attention_kernel
 from ..runs.evaluate import evaluate
-from ..runs.optim import lr_at, make_optimizer, optimizer_step
+from ..runs.optim import group_lrs, make_optimizer, optimizer_step
 from .memory import peak_tensor_bytes
 from .peaks import mfu
 
@@ -61,8 +61,8 @@ def build_case(run: RunConfig, device: torch.device, precision: str, plain_head:
 def train_step(case: Case, step: int, autocast) -> None:
     """A run's optimizer step (rrlib.runs.optim) for one process without accumulation: lr, forward, backward,
     clip, AdamW."""
-    optimizer_step(case.model, case.fwd, case.optimizer, case.x, case.y, lr_at(step, case.run.train), 1, autocast,
-                   case.run.train.grad_clip)
+    optimizer_step(case.model, case.fwd, case.optimizer, case.x, case.y,
+                   group_lrs(step, case.run.train, case.optimizer), 1, autocast, case.run.train.grad_clip)
 
 
 def timed_steps(case: Case, n: int, autocast, device: torch.device) -> list[float]:
