@@ -209,7 +209,7 @@ def test_a_result_or_config_that_breaks_the_schema_is_named_in_train_sweep_and_r
     assert any(f"{path} cannot be read" in line for line in lines)
     with pytest.raises(StateError, match=rf"{re.escape(str(path))} cannot be read \({reason}\); restore it from a "
                                          r"copy, or move the folder .*seed0 out of"):
-        check_run_files(tmp_path)
+        check_run_files(tmp_path / "runs")
     code, err = cli(capsys, "report", "--runs", str(tmp_path / "runs"), "--only", "01_mechanism", "--out",
                     str(tmp_path / "paper"), "--build", str(tmp_path / "build"))
     assert code == 2 and err.count("\n") == 1 and f"{path} cannot be read" in err
@@ -226,7 +226,24 @@ def test_the_results_table_leaves_a_bad_result_out_and_names_it(tmp_path, finish
 
 
 def test_every_committed_result_and_config_reads_through_the_schema():
-    assert check_run_files(REPO / "outputs") > 600
+    assert check_run_files(REPO / "outputs" / "runs") > 600
+
+
+def test_the_report_checks_the_roots_its_pages_read_and_no_other_folder_beside_runs(tmp_path, finished):
+    """A damaged run in a folder beside --runs that no page reads is not the report's business; one in a root a
+    page reads (outputs/claims here) is named."""
+    source = finished[0] / "runs" / "tiny" / "review" / "seed0"
+    shutil.copytree(finished[0] / "runs", tmp_path / "runs")
+    elsewhere = tmp_path / "unrelated" / "tiny" / "review" / "seed0"
+    shutil.copytree(source, elsewhere)
+    (elsewhere / "result.json").write_text("{")
+    assert check_run_files(tmp_path / "runs") == 1  # the one under --runs
+    read = tmp_path / "claims" / "tiny" / "review" / "seed0"
+    shutil.copytree(source, read)
+    (read / "result.json").write_text("{")
+    with pytest.raises(StateError, match=rf"{re.escape(str(read / 'result.json'))} cannot be read .* out of "
+                                         rf"{re.escape(str(tmp_path / 'claims'))}"):
+        check_run_files(tmp_path / "runs")
 
 
 # ---------------------------------------------------------------- presets

@@ -118,7 +118,7 @@ def test_a_diverged_run_reads_back_as_diverged_in_a_sweep_a_rerun_its_table_and_
                     "[sweep 2/2] tiny/review/seed0: done already (diverged)",
                     "[sweep] 2 of 2 tiny runs diverged (status diverged in the table)"]
     assert not any("move-aside" in line for line in said)
-    assert check_run_files(tmp_path) == 2  # the report reads them
+    assert check_run_files(tmp_path / "runs") == 2  # the report reads them
     assert train_run(resolve_run("tiny", "standard", 0, overrides(tmp_path, **BLOW_UP), str(tmp_path / "runs")),
                      progress=False) == result
 

@@ -84,7 +84,8 @@ def execute(notebook, parameters: dict, output: Path, log_output: bool, cell_tim
 # ---------------------------------------------------------------- the command
 
 # Notebook parameters that are lists, read as the notebooks read them (rrlib.runs.arguments): -p seeds=0 is [0]
-LIST_PARAMETERS = {"variants": variant_list, "loop_variants": variant_list, "seeds": seed_list}
+LIST_PARAMETERS = {"variants": variant_list, "loop_variants": variant_list, "seeds": seed_list,
+                   "convert_seeds": seed_list, "depth_seeds": seed_list}
 
 
 def extra_parameters(items: list[str]) -> dict:
@@ -131,7 +132,7 @@ def main(argv=None) -> int:
     notebooks = [nb for nb in NOTEBOOKS if args.only is None or nb.name in args.only]
     from .loading import check_run_files
 
-    check_run_files(runs.parent)  # a damaged result is named here, not by the page that trips over it
+    check_run_files(runs)  # a damaged result is named here, not by the page that trips over it
     for nb in [nb for nb in notebooks if nb.requires and not args.quick and args.only is None]:
         if not list((runs / nb.requires).glob("*/seed*/result.json")):
             # training them here would take hours on a CPU: say so instead of starting silently

@@ -115,16 +115,16 @@ def study_plan(size: str, seeds=None, claims_root: str = CLAIMS_ROOT, variants=N
     seeds = list(seeds if seeds is not None else SEEDS)
     family = list(variants or load_preset(size).variants)
     named = [v for v in ("attnres", "delta_attnres", "mgr", "attnres_block", "delta_attnres_block") if v in family]
-    return [_sweep("gate halves and standard", GATE_HALVES + ["standard"], seeds, KEEP, claims_root),
-            _sweep("the rules the growth and routing claims name", named, seeds, KEEP, claims_root),
-            _sweep("the rest of the family", [v for v in family if v not in ["standard"] + named], seeds, KEEP,
+    return [_sweep("gate halves and standard", size, GATE_HALVES + ["standard"], seeds, KEEP, claims_root),
+            _sweep("the rules the growth and routing claims name", size, named, seeds, KEEP, claims_root),
+            _sweep("the rest of the family", size, [v for v in family if v not in ["standard"] + named], seeds, KEEP,
                    claims_root)]
 
 
-def depth_plan(claims_root: str = CLAIMS_ROOT, seeds=None) -> list[dict]:
-    """The depth part: DEPTH_VARIANTS at each of DEPTH_SIZES, shallowest first."""
+def depth_plan(claims_root: str = CLAIMS_ROOT, seeds=None, sizes=None) -> list[dict]:
+    """The depth part: DEPTH_VARIANTS at each of ``sizes`` (default DEPTH_SIZES), in the order given."""
     return [_sweep(f"mechanisms at {size}", size, DEPTH_VARIANTS, seeds if seeds is not None else DEPTH_SEEDS,
-                   KEEP, claims_root) for size in DEPTH_SIZES]
+                   KEEP, claims_root) for size in (sizes or DEPTH_SIZES)]
 
 
 def conversion_plan(claims_root: str = CLAIMS_ROOT, convert_root: str = CONVERT_ROOT,

@@ -48,9 +48,13 @@ NOTEBOOKS = (
              quick={"family_size": "tiny", "wide_size": None, "claims_size": "tiny", "seeds": [0, 1],
                     "claims_variants": ["standard", "review", "attnres", "attnres_block", "delta_attnres",
                                         "delta_attnres_block", "mgr"],
+                    "depth_sizes": ["tiny"], "depth_seeds": [0, 1], "convert_size": "tiny", "convert_seeds": [0, 1],
                     "train_missing": True},
-             requires="family", summary=True, own_roots=("claims", "convert", "power")),
+             requires="family", summary=True, own_roots=("claims", "convert", "convert_gated", "power")),
 )
+# Every run root beside the runs' folder that some page reads (outputs/<root>): the report checks these, and only
+# these, before any page runs; another folder beside --runs is not the report's.
+SIDE_ROOTS = ("looped_grid", "looped_edges", "recipe", *sorted({r for nb in NOTEBOOKS for r in nb.own_roots}))
 QUICK_SIZES = ["tiny"]  # the smoke-test size: seconds on a CPU, so a build trains its missing runs unasked
 
 
