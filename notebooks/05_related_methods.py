@@ -278,6 +278,25 @@ if wide is not None:
 # standard runs.
 
 # %% [markdown]
+# ## The powered looped study: its pilot and design, fixed before its runs
+#
+# The looped study below trains 200 steps, where about half of the N = 8 runs are still on the unigram plateau at
+# step 100; its optimum partly marks when a run escapes the plateau. The powered study (`rrlib.report.looped_study`,
+# design `POWER`, `DESIGN=power bash scripts/looped_study.sh`, runs under `outputs/looped_power/`) trains **1,000
+# steps** (5×; warmup 10 %; 2.0 M tokens, about one pass over the 2.1 MB sample), the two rules the contrast needs
+# (`scaled`, 1/N, and `scaled_loops`, 1/√N), at N = 1, 2, 4, 8, five lattice points per cell (0.001 to 0.004, √2
+# apart, centred on the first study's optimum of both, 0.002; the same edge extension), seed-major. Its question
+# is the **contrast**: per seed, 1/N's slope of log₂(optimum) per doubling of N minus 1/√N's, and per N the loss of
+# 1/N against 1/√N at each seed's optimum. **Target:** a contrast of 0.25 per doubling (half the −1/2 that a √N
+# larger update would give if the optimal rate scaled as its inverse; the first study measured −0.26 by the grid
+# argmin). From the first study's per-seed slopes the contrast's paired SD is 0.213 (grid argmin, 5 seeds), which
+# gives `seeds_needed(0.213, 0.25)` = 8 seeds; the **pilot** is the first 4 (0–3), whose paired SD then fixes the
+# design's seed count, stated here before the runs beyond the pilot. **Cost**, from the first study's median run
+# times at 200 steps (0.19, 0.35, 0.62 and 1.18 CPU-minutes at N = 1, 2, 4, 8) scaled by 5: about 11.7 CPU-minutes
+# per (rule, rate, seed) over the four N, so 7.8 CPU-hours for the pilot's 160 runs and 15.6 for 8 seeds (320
+# runs), about two thirds of the study budget's 25 CPU-hours; the design's cost is stated beside its seed count.
+
+# %% [markdown]
 # ## Looped models: does λ/(N·√(L/12)) transfer the learning rate across N?
 #
 # For each residual rule and each loop count N, the final held-out loss (mean over seeds) over the

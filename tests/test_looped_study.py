@@ -109,3 +109,18 @@ def test_the_plan_is_seed_major_and_names_only_the_rules_whose_grid_holds_that_r
         assert rules == [r for r in ls.RULES if lr in grid[(r, n)]]
         assert line.endswith(f"--out {ls.OUT_ROOT}/lr{lr:g}")
     assert sum(len(line.split("--variants ")[1].split()[0].split(",")) for line in lines) == 2 * 7 * 12
+
+
+def test_the_powered_design_trains_the_two_rules_longer_on_their_own_root_and_extends_as_the_first():
+    lines = ls.plan(pd.DataFrame(columns=["variant", "loops", "lr", "seed", "fixed_loss"]), [0], ls.POWER)
+    assert len(lines) == len(ls.LOOPS) * 5  # five rates per N, both rules in each sweep
+    assert all("--variants scaled,scaled_loops " in x and "--steps 1000 " in x and
+               "--set train.warmup_steps=100" in x and "--out outputs/looped_power/lr" in x for x in lines)
+    rates = sorted({float(x.split("--lr ")[1].split()[0]) for x in lines})
+    assert rates == pytest.approx([0.001, 0.001414, 0.002, 0.002828, 0.004], rel=1e-3)
+    # a cell whose optimum sits on the high edge for two seeds gets the two lattice points above, as in the grid
+    runs = pd.DataFrame([{"variant": "scaled", "loops": 8, "lr": lr, "seed": seed, "fixed_loss": -math.log(lr)}
+                         for seed in (0, 1) for lr in ls.base_grid(ls.POWER)[("scaled", 8)]])
+    extended = ls.plan(runs, [0], ls.POWER)
+    assert any("looped8-lr0.00565685" in x and "--variants scaled " in x for x in extended)
+    assert ls.POWER_PILOT_SEEDS == ls.POWER.seeds[:4]

@@ -29,12 +29,22 @@ The estimator, stated before the runs (the primary metric is the fixed held-out 
 5. Trainability (the same paper: 1/N trains better than 1/√N): per N, each rule's loss at its per-seed grid
    optimum, `scaled` against `scaled_loops` paired over seeds, Holm-corrected over the loop counts where the two
    rules differ (at N = 1 they are the same model).
+
+The powered design (``POWER``, ``--design power``, under outputs/looped_power). At 200 steps about half of the
+N = 8 runs are still on the unigram plateau at step 100, so the first study's optimum marks when a run escapes
+it as much as where the long-run optimum lies. The powered study trains 5× longer (1,000 steps, warmup 10 %,
+about 1 pass over the sample at N = 1's 2.0 M tokens), only the two rules the contrast needs (`scaled`,
+`scaled_loops`), five lattice points per cell centred on the first study's optimum of both (0.002 at every N;
+k = 0 … 4, 0.001 to 0.004), with the same extension rule, seed-major, its pilot the first four seeds. Its
+question is the contrast: per seed, the slope under 1/N minus the slope under 1/√N (the paper: 1/√N's optimum
+falls with N, 1/N's stays), and, per N, the loss of 1/N against 1/√N at each seed's optimum.
 """
 from __future__ import annotations
 
 import argparse
 import math
 import sys
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -53,6 +63,28 @@ TRANSFER_MARGIN = 0.5 / math.log2(LOOPS[-1] / LOOPS[0])  # ±1/6 per doubling: �
 FIRST_K = {("scaled", n): -1 for n in LOOPS} | {("scaled_loops", n): -1 for n in LOOPS} | {
     ("review", 1): 4, ("review", 2): 5, ("review", 4): 3, ("review", 8): 0}
 POINTS = 7
+
+
+@dataclass(frozen=True)
+class Design:
+    """One grid of the study: its rules, each cell's first lattice index and width, seeds, runs root and steps
+    (None: the preset's 200); ``extra`` settings go to every sweep."""
+    name: str
+    rules: tuple
+    first_k: dict
+    points: int
+    seeds: tuple
+    out_root: str
+    steps: int | None = None
+    extra: tuple = field(default_factory=tuple)
+
+
+GRID = Design("grid", RULES, FIRST_K, POINTS, SEEDS, OUT_ROOT)
+POWER = Design("power", ("scaled", "scaled_loops"), {(r, n): 0 for r in ("scaled", "scaled_loops") for n in LOOPS},
+               5, tuple(range(8)), "outputs/looped_power", steps=1000,
+               extra=("--set", "train.warmup_steps=100", "--set", "train.eval_every=250"))
+POWER_PILOT_SEEDS = (0, 1, 2, 3)
+DESIGNS = {d.name: d for d in (GRID, POWER)}
 OPTIMA_COLUMNS = ["variant", "loops", "seed", "points", "grid_lr", "parabola_lr", "best_loss", "at_edge"]
 SLOPE_COLUMNS = ["variant", "seed", "grid", "parabola"]
 VERDICT_COLUMNS = ["variant", "estimator", "seeds", "slope", "ci_low", "ci_high", "p", "p_equivalent", "fold_change",
@@ -68,9 +100,9 @@ def lattice_index(lr: float) -> int:
     return round(2 * math.log2(lr / BASE_LR))
 
 
-def base_grid() -> dict[tuple[str, int], list[float]]:
-    """(rule, N) -> its seven learning rates before any extension."""
-    return {cell: [lattice_lr(k) for k in range(k0, k0 + POINTS)] for cell, k0 in FIRST_K.items()}
+def base_grid(design: Design = GRID) -> dict[tuple[str, int], list[float]]:
+    """(rule, N) -> its learning rates before any extension (seven in the first study's grid)."""
+    return {cell: [lattice_lr(k) for k in range(k0, k0 + design.points)] for cell, k0 in design.first_k.items()}
 
 
 def seed_optima(runs: pd.DataFrame, metric: str = "fixed_loss", exclude_stalled: bool = False) -> pd.DataFrame:
@@ -220,22 +252,23 @@ def study_runs(out_root: str = OUT_ROOT) -> pd.DataFrame:
     return runs.assign(loops=runs["n_loops"].astype(int))
 
 
-def current_grid(runs: pd.DataFrame) -> dict[tuple[str, int], list[float]]:
+def current_grid(runs: pd.DataFrame, design: Design = GRID) -> dict[tuple[str, int], list[float]]:
     """The base grid plus every lattice point a finished run of that cell already has (earlier extensions)."""
-    grid = base_grid()
+    grid = base_grid(design)
     for (variant, loops), part in runs.groupby(["variant", "loops"]):
         if (variant, loops) in grid:
             grid[(variant, loops)] = sorted(set(grid[(variant, loops)]) | set(part["lr"].astype(float)))
     return grid
 
 
-def plan(runs: pd.DataFrame, seeds=SEEDS) -> list[str]:
+def plan(runs: pd.DataFrame, seeds=None, design: Design = GRID) -> list[str]:
     """One `rrlib sweep` argument line per (seed, N, lr), seed-major, covering the grid and its extension.
 
     Seed-major, so a study stopped part-way leaves whole seeds: every cell at fewer seeds, not half the cells.
     Only finished runs are skipped by the sweeps themselves; listing a finished run costs a few seconds.
     """
-    grid = current_grid(runs)
+    seeds = design.seeds if seeds is None else seeds
+    grid = current_grid(runs, design)
     if len(runs):
         optima = seed_optima(runs)
         means = runs.groupby(["variant", "loops", "lr"], as_index=False)["fixed_loss"].mean().assign(seed="mean")
@@ -246,9 +279,12 @@ def plan(runs: pd.DataFrame, seeds=SEEDS) -> list[str]:
     for seed in seeds:
         for n in LOOPS:
             for lr in sorted({lr for (_, loops), lrs in grid.items() if loops == n for lr in lrs}):
-                rules = [r for r in RULES if lr in grid[(r, n)]]
-                lines.append(f"looped{n}-lr{lr:g}-seed{seed} --size looped{n} --variants {','.join(rules)} "
-                             f"--seeds {seed} --lr {lr:g} --out {OUT_ROOT}/lr{lr:g}")
+                rules = [r for r in design.rules if lr in grid.get((r, n), [])]
+                steps = f" --steps {design.steps}" if design.steps else ""
+                name = ("" if design == GRID else f"{design.name}-") + f"looped{n}-lr{lr:g}-seed{seed}"
+                lines.append(f"{name} --size looped{n} --variants "
+                             f"{','.join(rules)} --seeds {seed} --lr {lr:g}{steps} {' '.join(design.extra)} "
+                             f"--out {design.out_root}/lr{lr:g}".replace("  ", " "))
     return lines
 
 
@@ -256,12 +292,18 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m rrlib.report.looped_study",
                                 description="Print the looped study's sweep lines (the grid and any extension "
                                             "its finished runs ask for), one per line, for scripts/run_sweeps.sh.")
-    p.add_argument("--seeds", default=",".join(map(str, SEEDS)), help="comma-separated (default: %(default)s)")
+    p.add_argument("--design", default="grid", help=f"{', '.join(DESIGNS)} (default: %(default)s)")
+    p.add_argument("--seeds", default=None, help="comma-separated (default: the design's)")
     args = p.parse_args(argv)
-    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    if args.design not in DESIGNS:
+        print(f"error: unknown design {args.design!r}; valid choices: {', '.join(DESIGNS)}", file=sys.stderr)
+        return 2
+    design = DESIGNS[args.design]
+    seeds = [int(s) for s in args.seeds.split(",") if s.strip()] if args.seeds is not None else list(design.seeds)
     if not seeds:
-        p.error("--seeds names no seed; give e.g. --seeds 0,1,2,3,4")
-    print("\n".join(plan(study_runs(), seeds)))
+        print("error: --seeds names no seed; give e.g. --seeds 0,1,2,3", file=sys.stderr)
+        return 2
+    print("\n".join(plan(study_runs(design.out_root), seeds, design)))
     return 0
 
 

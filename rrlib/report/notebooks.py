@@ -54,7 +54,7 @@ NOTEBOOKS = (
 )
 # Every run root beside the runs' folder that some page reads (outputs/<root>): the report checks these, and only
 # these, before any page runs; another folder beside --runs is not the report's.
-SIDE_ROOTS = ("looped_grid", "looped_edges", "recipe", *sorted({r for nb in NOTEBOOKS for r in nb.own_roots}))
+SIDE_ROOTS = ("looped_grid", "looped_edges", "looped_power", "recipe", *sorted({r for nb in NOTEBOOKS for r in nb.own_roots}))
 QUICK_SIZES = ["tiny"]  # the smoke-test size: seconds on a CPU, so a build trains its missing runs unasked
 
 
