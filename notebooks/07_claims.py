@@ -899,12 +899,16 @@ else:
     done = trainable.dropna(subset=["p"])  # N = 1 is the same model under both rules: no test there
     effect, low, high, p = ledger.intersection(done["gap"].to_numpy(), done["ci_low"].to_numpy(),
                                                done["ci_high"].to_numpy(), done["p"].to_numpy())
+    # the binding N's detectable gap from its interval: half-width = t_{1-α/2}·SE, detectable = (t_{1-α/2} + t_{0.8})·SE
+    n_binding = int(done.iloc[ledger.binding(done["p"])]["seeds"])
+    t_half, t_power = t_dist.ppf(1 - alpha / 2, n_binding - 1), t_dist.ppf(0.8, n_binding - 1)
+    trainable_mde = (high - low) / 2 * (t_half + t_power) / t_half
     rows.append(ledger.row("Looped transformers", "1/N scaling gives better loss than 1/√N across loop counts",
                            f"scaled_loops − scaled at each seed's optimum, N = {', '.join(map(str, done['loops']))} "
                            f"(" + ", ".join(f"N = {n}: {g:+.4f}, p {q:.2g}" for n, g, q in
                                             zip(done["loops"], done["gap"], done["p"])) + "); the N with the largest p",
                            ledger.judge("directional", effect, p, alpha=alpha), looped_link, effect, low, high, p,
-                           ledger.NO_CORRECTION))
+                           ledger.NO_CORRECTION, detectable=trainable_mde))
 primary = None if transfer is None else transfer[(transfer["variant"] == "scaled") & (transfer["runs"] == "all runs")]
 if primary is None or primary.empty or primary["slope"].isna().all():
     rows.append(ledger.row("Looped transformers", "the best learning rate depends on L only, not on N",

@@ -166,14 +166,24 @@ def claims(tables: Path) -> str:
         kinds[verdict.split(":")[0]] = kinds.get(verdict.split(":")[0], 0) + 1
     counts = f"{len(df)} claims: " + ", ".join(f"**{n} {kind}**" for kind, n in kinds.items()) + ".\n\n"
 
-    def power(r):  # whether the design could have seen the paper's effect: its detectable gap beside that effect
-        seen = r.get("detectable", float("nan"))
+    def power(r):  # whether the CPU could have answered: the design's detectable gap beside the paper's effect
+        kind, _, reason = r["verdict"].partition(": ")
+        seen, paper = r.get("detectable", float("nan")), r.get("paper_effect", float("nan"))
+        if kind == "out of reach":
+            return f"no: needs {reason}"
+        if kind == "untested":
+            return f"not yet: {reason}"
+        against = f" vs the paper's {abs(paper):.3g}" if pd.notna(paper) else ""
+        if kind in ("supported", "contradicted"):  # a verdict reached is a question answered
+            return f"yes: answered (detects {seen:.3g}{against})" if pd.notna(seen) else "yes: a measurement"
         if pd.isna(seen):
             return "–"
-        paper = r.get("paper_effect", float("nan"))
-        return f"{seen:.3g}" + ("" if pd.isna(paper) else f" vs {paper:.3g}" + (" ✓" if seen <= abs(paper) else " ✗"))
+        if pd.isna(paper):
+            return f"unclear: detects {seen:.3g}; the paper gives no effect size to set against it"
+        return f"{'yes' if seen <= abs(paper) else 'no'}: detects {seen:.3g}{against}"
 
-    return counts + _markdown(["paper", "claim", "verdict", "effect [95 %]", "detectable vs the paper's effect"],
+    return counts + _markdown(["paper", "claim", "verdict", "effect [95 %]",
+                               "could the CPU answer it? (detectable gap, 80 % power)"],
                               [[r["paper"], r["claim"], f"**{r['verdict'].split(':')[0]}**", effect(r), power(r)]
                                for _, r in df.iterrows()])
 
