@@ -191,6 +191,19 @@ def test_a_rows_interval_and_p_come_from_one_comparison():
     assert effect == 0.03 and np.isnan(p)  # a part not tested: the claim cannot hold on it
 
 
+def test_some_form_holds_is_decided_by_the_form_most_in_the_claims_favour():
+    """Holm over the forms, then: a significant gain in any form supports; only every form significantly worse
+    contradicts (a tie in Holm p must not hand the row to a worse form)."""
+    assert ledger.union([-0.0044, 0.0023], [0.0037, 0.0037]) == 1
+    assert ledger.union([0.001, 0.003], [0.01, 0.2]) == 0  # the significant gain, not the larger one
+    assert ledger.union([-0.004, -0.001], [0.003, 0.6]) == 1  # one form is not worse: inconclusive, not contradicted
+    assert ledger.union([-0.004, -0.001], [0.003, 0.01]) == 1  # both worse: the weaker evidence still contradicts
+    assert ledger.union([np.nan, -0.002], [np.nan, 0.01]) == 1
+    effects, ps = [-0.0044, 0.0023], [0.0037, 0.0037]
+    k = ledger.union(effects, ps)
+    assert ledger.judge("directional", effects[k], ps[k]) == "supported"
+
+
 def test_ledger_rows_and_helpers():
     assert ledger.detectable_coefficient(0.01, 3) == pytest.approx(0.0416, abs=1e-4)  # (3.182 + 0.978) · SE
     assert np.isnan(ledger.detectable_coefficient(0.01, 0))

@@ -28,6 +28,9 @@ correction (``correction``: which comparisons Holm spans, or none for a claim th
 A claim about several comparisons that must all hold ("over both baselines", "at every N") is an intersection-union
 test: its p is the largest of the parts' unadjusted p-values, which needs no further correction, and its effect and
 interval are that same comparison's (``intersection``), so a row's interval and p always come from one comparison.
+A claim that holds if any of several forms does it ("by either recipe") is Holm over the forms, decided by the form
+most in the claim's favour (``union``): supported if any form's effect is positive and significant, contradicted
+only if every form's is negative and significant.
 """
 from __future__ import annotations
 
@@ -82,6 +85,19 @@ def binding(ps) -> int:
     ps = np.asarray(ps, dtype=float)
     untested = np.flatnonzero(np.isnan(ps))
     return int(untested[0]) if len(untested) else int(np.argmax(ps))
+
+
+def union(effects, ps) -> int:
+    """The position of the form that decides "some form holds", its p already corrected over the forms (Holm): the
+    form most in the claim's favour, by its one-sided evidence for a positive effect. So a positive form with the
+    smallest p where any form is positive, else the negative form with the largest p: the verdict is supported when
+    any form is significantly positive and contradicted only when every form is significantly negative. A form not
+    tested (p NaN) decides nothing while another was tested."""
+    effects, ps = np.asarray(effects, dtype=float), np.asarray(ps, dtype=float)
+    tested = np.flatnonzero(np.isfinite(ps) & np.isfinite(effects))
+    if not len(tested):
+        return 0
+    return int(min(tested, key=lambda k: (effects[k] <= 0, ps[k] if effects[k] > 0 else -ps[k])))
 
 
 def intersection(effects, lows, highs, ps) -> tuple[float, float, float, float]:
