@@ -60,6 +60,9 @@ paper_csv = "../shared/reference/scaling_v8.csv"  # the paper's runs, relative t
 variants = ["review", "highway", "standard"]  # the paper's comparison
 exclude_sizes = ["tiny", "family", "family_mini"]  # not points on the scale axis: the smoke test, notebook 05's comparison
 recipe_root = "outputs/recipe"  # the recipe ablation's run folders (scripts/recipe_ablation.sh)
+power_root = None  # the powered study's run folders; None: <out_root>/../power/runs
+power_size = "review_power_micro"  # the powered design's size
+power_seeds = 37  # the design's seeds, 0 to power_seeds - 1, fixed before its runs (below)
 alpha = 0.05
 n_boot = 10000  # bootstrap resamples per comparison, where the seeds allow one (rrlib.report.stats.bootstrap_allowed)
 secondary_metric = "val_loss"  # the paper's evaluation, beside our primary fixed_loss
@@ -67,6 +70,8 @@ equivalence_margin = 0.02  # nats: the recipe ablation's "no change" is tested a
 figures_dir = None  # the report's figure folder; None shows figures without writing them
 
 # %%
+from pathlib import Path
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -74,9 +79,11 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from rrlib import ModelConfig, TrainConfig, results_table
-from rrlib.report import loading, plots, stats, tables
+from rrlib.report import loading, plots, power_study, stats, tables, verdict
 from rrlib.runs.arguments import variant_list
 from rrlib.runs.config import project_path
+from rrlib.runs.presets import resolve_run
+from rrlib.runs.rundata import load_run_data
 
 plots.use_style()
 variants = variant_list(variants)  # -p variants review is one variant
@@ -348,6 +355,45 @@ else:
 # `review_power_mini` pilot (about 35 CPU-minutes a run, 9.1 passes, its curve checked the same way) sets that
 # width's count when it finishes; at the micro SD it would need 37 × 3 runs, about 65 CPU-hours, beyond the 12
 # given, and the page will then say what it would take.
+
+# %% [markdown]
+# **The design's verdict**, by the compare engine (`rrlib.report.power_study.tests`: the paired test of
+# `rrlib compare`, Holm over the two baselines, a TOST at ±0.010 nats), read only once every run of the design
+# has finished: a verdict at fewer seeds than the design fixed would be optional stopping. Beside it the regime
+# the runs trained in, the CPU-hours they took, and how far each run's held-out loss fell over its last 400 steps.
+
+# %%
+power_root = power_root or str(Path(out_root).parent / "power" / "runs")
+design_runs = power_study.design_runs(power_root, power_size, variants, range(power_seeds))
+design_total = len(variants) * power_seeds
+if len(design_runs) < design_total:
+    print(f"{power_size}: {len(design_runs)} of the design's {design_total} runs have finished under {power_root}; "
+          "its verdict follows when all have")
+else:
+    power_tests = power_study.tests(design_runs, "review", [v for v in variants if v != "review"], power_size,
+                                    alpha=alpha)
+    display(tables.reader_table(
+        power_tests.set_index("baseline"), "04_power_tests", figures_dir,
+        columns=["mean_baseline", "mean_variant", "gap", "ci_low", "ci_high", "p", "p_holm", "detectable",
+                 "p_equivalent_holm", "seeds", "verdict"],
+        formats={c: "{:+.4f}" for c in ("gap", "ci_low", "ci_high")} |
+        {"mean_baseline": "{:.4f}", "mean_variant": "{:.4f}", "p": "{:.2g}", "p_holm": "{:.2g}",
+         "detectable": "{:.4f}", "p_equivalent_holm": "{:.2g}"},
+        rename={"mean_baseline": "baseline's loss", "mean_variant": "review's loss", "gap": "baseline − review",
+                "ci_low": "95 % low", "ci_high": "95 % high", "p": "paired p", "p_holm": "Holm p",
+                "detectable": "detectable (80 %)", "p_equivalent_holm": "TOST Holm p (±0.01)"},
+        full=power_tests))
+    train_tokens = len(load_run_data(resolve_run(power_size, "review", 0, None, power_root)).train)
+    r = power_study.regime(design_runs, train_tokens)
+    falls = power_study.late_falls(power_root, design_runs)
+    print(f"{power_size}: {r['runs']} runs of {r['steps']:,} steps, {r['tokens'] / 1e6:.1f} M tokens each "
+          f"({r['tokens_per_param'][0]:.1f}–{r['tokens_per_param'][1]:.1f} tokens per parameter, "
+          f"{r['passes']:.1f} passes over the train stream), {r['cpu_hours']:.1f} CPU-hours in all; the held-out loss "
+          f"fell by {falls.min():.3f} to {falls.max():.3f} nats over the last {power_study.LATE_STEPS} steps "
+          + ("of every run (no overfitting)" if (falls > 0).all() else
+             f"and rose in {int((falls <= 0).sum())} runs"))
+    for row in power_tests.to_dict("records"):
+        print(verdict.sentence(row))
 
 # %% [markdown]
 # ## Verdicts

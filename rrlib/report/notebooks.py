@@ -32,7 +32,7 @@ NOTEBOOKS = (
              "table.", per_size=True),
     Notebook("04_statistics", "The paper's runs and ours through the same tests: Welch beside paired with Holm, "
              "intervals, the emergence curve, calibration, tokens per parameter.",
-             quick={"n_boot": 1000, "exclude_sizes": []}),
+             quick={"n_boot": 1000, "exclude_sizes": []}, own_roots=("power",)),
     Notebook("05_related_methods", "The family in one harness: AttnRes, Block and Delta AttnRes, MGR, "
              "Hyper-Connections and mHC beside Review and standard, and learning-rate transfer in looped models.",
              quick={"size": "tiny", "variants": ["standard", "review", "attnres", "attnres_block", "delta_attnres",
@@ -50,7 +50,7 @@ NOTEBOOKS = (
                                         "delta_attnres_block", "mgr"],
                     "depth_sizes": ["tiny"], "depth_seeds": [0, 1], "convert_size": "tiny", "convert_seeds": [0, 1],
                     "train_missing": True},
-             requires="family", summary=True, own_roots=("claims", "convert", "convert_gated", "power")),
+             requires="family", summary=True, own_roots=("claims", "convert", "convert_gated")),
 )
 # Every run root beside the runs' folder that some page reads (outputs/<root>): the report checks these, and only
 # these, before any page runs; another folder beside --runs is not the report's.

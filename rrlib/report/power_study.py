@@ -1,0 +1,73 @@
+"""The powered CPU studies on the report's pages: a design's finished runs, its verdict through the compare engine,
+the regime it trained in and whether its held-out loss was still falling at the end.
+
+A design (``rrlib compare --size S --variants A --against B,C --seeds N``, run in shards across sittings) is read
+only once every run of it has finished: a verdict at fewer seeds than the design fixed would be the optional
+stopping the design exists to prevent. Until then a page says how many runs are done.
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from ..runs.config import project_path, run_folder
+from ..runs.sweep import results_table
+from . import verdict
+
+LATE_STEPS = 400  # the held-out loss must still fall over a run's last this many steps (no overfitting)
+# compare_pairs' columns under the names page 04's tables of paired tests use, so the ledger reads either alike
+TEST_NAMES = {"gap": "paired_gap", "seeds": "paired_n", "detectable": "mde"}
+
+
+def design_runs(root: str, size: str, variants, seeds) -> pd.DataFrame:
+    """The design's finished runs: one row per (variant, seed) asked for whose result says ``finished``."""
+    if not (project_path(root) / size).is_dir():
+        return pd.DataFrame(columns=["variant", "seed", "status"])
+    runs = results_table(root, size)
+    return runs[runs["variant"].isin(list(variants)) & runs["seed"].isin(list(seeds))
+                & (runs["status"] == "finished")].reset_index(drop=True)
+
+
+def tests(runs: pd.DataFrame, variant: str, baselines, size: str, margin: float = verdict.DEFAULT_MARGIN,
+          alpha: float = verdict.ALPHA) -> pd.DataFrame:
+    """The design's paired tests by the compare engine (``verdict.compare_pairs``, Holm over its baselines), one
+    row per baseline, with page 04's column names beside the engine's (``TEST_NAMES``) and the size."""
+    rows = verdict.compare_pairs(runs, [variant], list(baselines), margin=margin, alpha=alpha)
+    for engine, page in TEST_NAMES.items():
+        rows[page] = rows[engine]
+    return rows.assign(size=size)
+
+
+def late_fall(run_dir, steps: int = LATE_STEPS) -> float:
+    """How far the run's held-out ``fixed_loss`` fell over its last ``steps`` steps: the value at the last
+    evaluation at least ``steps`` before the final one, minus the final one's (> 0: still falling). NaN when the
+    run evaluated too seldom to tell."""
+    evals = []
+    with open(project_path(run_dir) / "metrics.jsonl", encoding="utf-8") as f:
+        for line in f:
+            record = json.loads(line)
+            if "fixed_loss" in record:
+                evals.append((record["step"], record["fixed_loss"]))
+    if not evals:
+        return np.nan
+    last_step, last = evals[-1]
+    earlier = [loss for step, loss in evals if step <= last_step - steps]
+    return float(earlier[-1] - last) if earlier else np.nan
+
+
+def late_falls(root: str, runs: pd.DataFrame, steps: int = LATE_STEPS) -> pd.Series:
+    """``late_fall`` of each run of the table, indexed like it."""
+    return pd.Series([late_fall(run_folder(root, r.size, r.variant, r.seed), steps) for r in runs.itertuples()],
+                     index=runs.index, dtype=float)
+
+
+def regime(runs: pd.DataFrame, train_tokens: int) -> dict:
+    """What the design trained: steps, tokens and tokens per parameter (each variant's, the smallest to the
+    largest), passes over the train stream of ``train_tokens`` tokens, and the CPU-hours its runs took (the sum of
+    their training minutes; each run is one process on one thread)."""
+    per_param = runs.groupby("variant")["tokens_per_param"].mean()
+    return {"runs": len(runs), "steps": int(runs["steps"].max()), "tokens": int(runs["tokens"].max()),
+            "tokens_per_param": (float(per_param.min()), float(per_param.max())),
+            "passes": float(runs["tokens"].max() / train_tokens), "cpu_hours": float(runs["minutes"].sum() / 60)}

@@ -1,0 +1,58 @@
+"""The powered studies' readers: a design's runs, its tests by the compare engine, its regime and its late loss."""
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rrlib.report import power_study, verdict
+
+
+def losses(**by_variant):
+    return pd.DataFrame([{"variant": v, "seed": s, "fixed_loss": x} for v, xs in by_variant.items()
+                         for s, x in enumerate(xs)])
+
+
+def test_the_design_is_tested_by_the_compare_engine_under_page_04s_names():
+    table = losses(review=[2.00, 2.01, 1.99, 2.02], standard=[2.03, 2.02, 2.02, 2.05],
+                   highway=[2.00, 2.02, 2.00, 2.01])
+    rows = power_study.tests(table, "review", ["standard", "highway"], "micro")
+    engine = verdict.compare_pairs(table, ["review"], ["standard", "highway"])
+    assert list(rows["baseline"]) == ["standard", "highway"] and set(rows["size"]) == {"micro"}
+    for engine_name, page_name in power_study.TEST_NAMES.items():
+        np.testing.assert_allclose(rows[page_name], engine[engine_name])
+    assert rows.loc[0, "paired_gap"] == pytest.approx(0.025)  # standard − review, seed by seed
+    assert list(rows["p_holm"]) == list(engine["p_holm"])  # Holm over the design's two baselines
+
+
+def write_metrics(folder, records):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    return folder
+
+
+def test_late_fall_reads_the_held_out_loss_over_the_last_steps(tmp_path):
+    run = write_metrics(tmp_path / "run", [
+        {"step": 50, "loss": 3.0}, {"step": 400, "fixed_loss": 2.0}, {"step": 800, "fixed_loss": 1.8},
+        {"step": 1000, "loss": 1.7}, {"step": 1200, "fixed_loss": 1.75}])
+    assert power_study.late_fall(run, steps=400) == pytest.approx(0.05)  # 1.80 at step 800, 1.75 at 1,200
+    assert power_study.late_fall(run, steps=500) == pytest.approx(0.25)  # the last evaluation 500 or more before
+    assert np.isnan(power_study.late_fall(run, steps=1000))  # no evaluation that far back
+    rising = write_metrics(tmp_path / "rising", [{"step": 400, "fixed_loss": 1.7}, {"step": 800, "fixed_loss": 1.9}])
+    assert power_study.late_fall(rising, steps=400) == pytest.approx(-0.2)
+
+
+def test_regime_is_read_off_the_runs():
+    runs = pd.DataFrame({"variant": ["review", "review", "standard"], "steps": [2409] * 3,
+                         "tokens": [4_933_632] * 3, "tokens_per_param": [17.0, 17.0, 18.5], "minutes": [3.0, 4.0, 5.0]})
+    r = power_study.regime(runs, 2_000_000)
+    assert r["runs"] == 3 and r["steps"] == 2409 and r["tokens_per_param"] == (17.0, 18.5)
+    assert r["passes"] == pytest.approx(2.466816) and r["cpu_hours"] == pytest.approx(0.2)
+
+
+def test_design_runs_are_the_finished_ones_asked_for(tmp_path):
+    runs = power_study.design_runs("outputs/power/runs", "review_power_micro", ["review", "standard"], [0, 1])
+    assert sorted(zip(runs["variant"], runs["seed"])) == [("review", 0), ("review", 1), ("standard", 0),
+                                                          ("standard", 1)]
+    assert set(runs["status"]) == {"finished"}
+    assert power_study.design_runs(str(tmp_path), "review_power_micro", ["review"], [0]).empty
