@@ -82,8 +82,6 @@ from rrlib import ModelConfig, TrainConfig, results_table
 from rrlib.report import loading, plots, power_study, stats, tables, verdict
 from rrlib.runs.arguments import variant_list
 from rrlib.runs.config import project_path
-from rrlib.runs.presets import resolve_run
-from rrlib.runs.rundata import load_run_data
 
 plots.use_style()
 variants = variant_list(variants)  # -p variants review is one variant
@@ -372,26 +370,8 @@ if len(design_runs) < design_total:
 else:
     power_tests = power_study.tests(design_runs, "review", [v for v in variants if v != "review"], power_size,
                                     alpha=alpha)
-    display(tables.reader_table(
-        power_tests.set_index("baseline"), "04_power_tests", figures_dir,
-        columns=["mean_baseline", "mean_variant", "gap", "ci_low", "ci_high", "p", "p_holm", "detectable",
-                 "p_equivalent_holm", "seeds", "verdict"],
-        formats={c: "{:+.4f}" for c in ("gap", "ci_low", "ci_high")} |
-        {"mean_baseline": "{:.4f}", "mean_variant": "{:.4f}", "p": "{:.2g}", "p_holm": "{:.2g}",
-         "detectable": "{:.4f}", "p_equivalent_holm": "{:.2g}"},
-        rename={"mean_baseline": "baseline's loss", "mean_variant": "review's loss", "gap": "baseline − review",
-                "ci_low": "95 % low", "ci_high": "95 % high", "p": "paired p", "p_holm": "Holm p",
-                "detectable": "detectable (80 %)", "p_equivalent_holm": "TOST Holm p (±0.01)"},
-        full=power_tests))
-    train_tokens = len(load_run_data(resolve_run(power_size, "review", 0, None, power_root)).train)
-    r = power_study.regime(design_runs, train_tokens)
-    falls = power_study.late_falls(power_root, design_runs)
-    print(f"{power_size}: {r['runs']} runs of {r['steps']:,} steps, {r['tokens'] / 1e6:.1f} M tokens each "
-          f"({r['tokens_per_param'][0]:.1f}–{r['tokens_per_param'][1]:.1f} tokens per parameter, "
-          f"{r['passes']:.1f} passes over the train stream), {r['cpu_hours']:.1f} CPU-hours in all; the held-out loss "
-          f"fell by {falls.min():.3f} to {falls.max():.3f} nats over the last {power_study.LATE_STEPS} steps "
-          + ("of every run (no overfitting)" if (falls > 0).all() else
-             f"and rose in {int((falls <= 0).sum())} runs"))
+    display(power_study.shown_tests(power_tests, "04_power_tests", figures_dir))
+    print(power_study.regime_sentence(power_root, power_size, design_runs))
     for row in power_tests.to_dict("records"):
         print(verdict.sentence(row))
 

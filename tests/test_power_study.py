@@ -56,3 +56,15 @@ def test_design_runs_are_the_finished_ones_asked_for(tmp_path):
                                                           ("standard", 1)]
     assert set(runs["status"]) == {"finished"}
     assert power_study.design_runs(str(tmp_path), "review_power_micro", ["review"], [0]).empty
+
+
+def test_the_power_runs_are_inputs_of_the_pages_that_read_them_and_no_other():
+    """Pages 04 and 05 both name the root: a change to its runs rebuilds them, and only them."""
+    from rrlib.report.inputs import input_files
+    from rrlib.report.notebooks import NOTEBOOKS
+    from rrlib.runs.config import project_path
+
+    runs, power = project_path("outputs/runs"), project_path("outputs/power")
+    readers = {nb.name for nb in NOTEBOOKS if not nb.per_size
+               and any(p.is_relative_to(power) for p in input_files(nb, runs, None))}
+    assert readers == {"04_statistics", "05_related_methods"}

@@ -20,8 +20,8 @@ def page_inputs(nb: Notebook, parameters: dict, runs: Path, size: str | None, pa
     for a summary page (``nb.summary``) the other pages' tables in ``tables``.
 
     A per-size page reads its size's runs; the others may read any run beside ``runs`` (the looped sweep keeps
-    its own roots there) except the smoke-test size, whose runs the main job trains afresh, and another page's
-    ``own_roots`` and the ``RETIRED_ROOTS`` no page reads, and any benchmark
+    its own roots there) except the smoke-test size, whose runs the main job trains afresh, the ``own_roots`` of
+    other pages that it does not name itself, and the ``RETIRED_ROOTS`` no page reads, and any benchmark
     result (``outputs/bench/*.json``: notebook 05 shows the family's measured speed and memory). The library's
     own code is not part of it: after a change there, ``--force`` rebuilds every page.
     """
@@ -51,7 +51,8 @@ def _root(runs: Path, size: str | None) -> Path:
 def input_files(nb: Notebook, runs: Path, size: str | None) -> list[Path]:
     """The run and benchmark files a page can read (``page_inputs`` says which), in a fixed order."""
     skipped = [] if size else [runs / s for s in QUICK_SIZES] + [runs.parent / r for r in RETIRED_ROOTS] + [
-        runs.parent / r for other in NOTEBOOKS if other.name != nb.name for r in other.own_roots]
+        runs.parent / r for other in NOTEBOOKS if other.name != nb.name for r in other.own_roots
+        if r not in nb.own_roots]
     bench = runs.parent / "bench"
     return sorted(p for p in _root(runs, size).rglob("*")
                   if (p.name in RUN_FILES or not size and p.parent == bench and p.suffix == ".json")

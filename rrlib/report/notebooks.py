@@ -18,7 +18,7 @@ class Notebook:
     quick: dict = field(default_factory=dict)  # parameters of a --quick build
     requires: str | None = None  # a size whose results a full build needs; without them it skips the notebook
     summary: bool = False  # reads the other pages' tables: built after them, listed before them in the index
-    own_roots: tuple = ()  # run roots beside the runs' (outputs/<root>) that only this page reads
+    own_roots: tuple = ()  # run roots beside the runs' (outputs/<root>) that only the pages naming them read
 
 
 # The report, in reading order: adding a notebook is one line.
@@ -39,7 +39,7 @@ NOTEBOOKS = (
                                                  "mgr", "hc", "mhc"], "seeds": [0], "loops": [1, 2],
                     "lrs": [0.002, 0.004], "loop_seeds": [0], "loop_steps": 4, "train_looped": True, "edge_root": None,
                     "wide_size": None},
-             requires="family"),
+             requires="family", own_roots=("power",)),
     Notebook("06_size_vs_tokens", "Scale or undertraining: Review's gap over a grid of two model sizes × three "
              "token budgets, regressed on log size and log tokens per parameter, beside the paper's sizes.",
              quick={"grid_sizes": ["tiny"]}, requires="mini_steps1200"),

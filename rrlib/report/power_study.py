@@ -13,8 +13,10 @@ import numpy as np
 import pandas as pd
 
 from ..runs.config import project_path, run_folder
+from ..runs.presets import resolve_run
+from ..runs.rundata import load_run_data
 from ..runs.sweep import results_table
-from . import verdict
+from . import tables, verdict
 
 LATE_STEPS = 400  # the held-out loss must still fall over a run's last this many steps (no overfitting)
 # compare_pairs' columns under the names page 04's tables of paired tests use, so the ledger reads either alike
@@ -71,3 +73,35 @@ def regime(runs: pd.DataFrame, train_tokens: int) -> dict:
     return {"runs": len(runs), "steps": int(runs["steps"].max()), "tokens": int(runs["tokens"].max()),
             "tokens_per_param": (float(per_param.min()), float(per_param.max())),
             "passes": float(runs["tokens"].max() / train_tokens), "cpu_hours": float(runs["minutes"].sum() / 60)}
+
+
+def regime_sentence(root: str, size: str, runs: pd.DataFrame) -> str:
+    """The design's regime and cost in words (``regime``), and whether every run's held-out loss was still
+    falling over its last ``LATE_STEPS`` steps (``late_falls``)."""
+    first = runs.iloc[0]
+    train_tokens = len(load_run_data(resolve_run(size, first["variant"], int(first["seed"]), None, root)).train)
+    r, falls = regime(runs, train_tokens), late_falls(root, runs)
+    end = ("of every run (no overfitting)" if (falls > 0).all() else
+           f"and did not fall in {int((~(falls > 0)).sum())} runs")
+    low, high = (f"{x:.1f}" for x in r["tokens_per_param"])
+    return (f"{size}: {r['runs']} runs of {r['steps']:,} steps, {r['tokens'] / 1e6:.1f} M tokens each "
+            f"({low if low == high else f'{low}–{high}'} tokens per parameter, {r['passes']:.1f} "
+            f"passes over the train stream), {r['cpu_hours']:.1f} CPU-hours in all; the held-out loss fell by "
+            f"{falls.min():.3f} to {falls.max():.3f} nats over the last {LATE_STEPS} steps " + end)
+
+
+def shown_tests(rows: pd.DataFrame, name: str, figures_dir=None):
+    """The design's tests as a page shows them (``tables.reader_table``; with ``figures_dir``, all of ``rows`` is
+    written as the table ``name``), one line per comparison."""
+    margin = float(rows["margin"].iloc[0])
+    return tables.reader_table(
+        rows.set_index(["variant", "baseline"]), name, figures_dir,
+        columns=["mean_baseline", "mean_variant", "gap", "ci_low", "ci_high", "p", "p_holm", "detectable",
+                 "p_equivalent_holm", "seeds", "verdict"],
+        formats={c: "{:+.4f}" for c in ("gap", "ci_low", "ci_high")} |
+        {"mean_baseline": "{:.4f}", "mean_variant": "{:.4f}", "p": "{:.2g}", "p_holm": "{:.2g}", "detectable": "{:.4f}",
+         "p_equivalent_holm": "{:.2g}"},
+        rename={"mean_baseline": "baseline's loss", "mean_variant": "variant's loss", "gap": "baseline − variant",
+                "ci_low": "95 % low", "ci_high": "95 % high", "p": "paired p", "p_holm": "Holm p",
+                "detectable": "detectable (80 %)", "p_equivalent_holm": f"TOST Holm p (±{margin:g})"},
+        full=rows)
