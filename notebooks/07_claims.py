@@ -70,7 +70,7 @@ from scipy.stats import t as t_dist
 import torch
 
 from rrlib.model import GPT, count_params
-from rrlib.report import claims_study, gates, ledger, loading, looped_study, plots, stats, tables, verdict
+from rrlib.report import claims_study, gates, ledger, loading, looped_study, plots, probes, stats, tables, verdict
 from rrlib.runs.arguments import seed_list
 from rrlib.runs.config import project_path
 from rrlib.runs.presets import load_preset, resolve_run
@@ -533,8 +533,13 @@ if len(routing):
 # models, so these tests run on the study's depth part (`claims_study.depth_plan`): `standard`, `attnres`,
 # `delta_attnres` and `mgr` at 8, 16 and 24 blocks of the depth series' width (d 64, 4 heads, 64-token windows,
 # 300 steps, the recipe of page 02), each seed probed at its own init and trained. The growth over depth of a
-# metric is log₂ of the last sublayer's value over the first's; its *learned* growth is trained minus init, per
-# seed, so a difference the rule's construction already makes at init counts for nothing. Each paper's own metric:
+# metric is how much its log₂ grows from the first block to the last (`rrlib.report.probes.depth_growth`: the
+# least-squares slope of log₂ on the block index, with a level for each kind of sublayer, times the blocks
+# spanned); its *learned* growth is trained minus init, per seed, so a difference the rule's construction already
+# makes at init counts for nothing. The first reading of these probes used log₂ of the last sublayer's value over
+# the first's; it divides an MLP's scale by an attention's (they differ by up to 20× within a block) and reads two
+# of the 2L sublayers, so the fit replaced it; the endpoint ratio's effect and p stay beside the fit's, in the
+# table and in the ledger's row, so a reader sees what the change did. Each paper's own metric:
 # the per-sublayer *output* magnitude (the RMS of the update u) for Attention Residuals, the *activation* scale
 # (the RMS of what a sublayer reads) for MGR. Effect = standard's learned growth − the rule's (positive: training
 # grows the rule's scales over depth less than it grows standard's), paired by seed at each depth. The claims are
@@ -552,15 +557,20 @@ def probes_over_depth(kind, variants):
     return pd.concat(frames, ignore_index=True)
 
 
-def learned_growth(scales, variant, metric):
-    """Per seed: log2(last/first sublayer) of ``metric`` trained, minus the same at init."""
-    part = scales[(scales["variant"] == variant) & (scales["sublayer"] != "head")].sort_values("index")
+def endpoint_growth(scales, metric):
+    """The first reading: log2 of the last sublayer's ``metric`` over the first's (one probe)."""
+    part = scales[scales["sublayer"] != "head"].sort_values("index")
+    return float(np.log2(part[metric].iloc[-1] / part[metric].iloc[0]))
+
+
+def learned_growth(scales, variant, metric, growth=probes.depth_growth):
+    """Per seed: the growth over depth of ``metric`` trained, minus the same at init."""
+    part = scales[scales["variant"] == variant]
     if part.empty:
         return pd.Series(dtype=float)
-    ends = part.groupby(["state", "seed"])[metric].agg(["first", "last"])
-    growth = np.log2(ends["last"] / ends["first"]).unstack("state")
-    return (growth.get("trained") - growth.get("init")).dropna() if {"init", "trained"} <= set(growth) else \
-        pd.Series(dtype=float)
+    per_probe = pd.Series({key: growth(g, metric) for key, g in part.groupby(["seed", "state"])}).unstack()
+    return (per_probe.get("trained") - per_probe.get("init")).dropna() if {"init", "trained"} <= set(per_probe) \
+        else pd.Series(dtype=float)
 
 
 depth_scales = probes_over_depth("scales", claims_study.DEPTH_VARIANTS)
@@ -570,21 +580,26 @@ for v, metric in MECHANISMS.items():
         here = depth_scales[depth_scales["depth"] == size]
         std, rule = learned_growth(here, "standard", metric), learned_growth(here, v, metric)
         shared = std.index.intersection(rule.index)
+        ends = (learned_growth(here, "standard", metric, endpoint_growth) - learned_growth(here, v, metric,
+                                                                                            endpoint_growth))[shared]
+        first_reading = ledger.paired(ends, alpha) if len(shared) >= 2 else {"effect": np.nan, "p": np.nan}
         growth_rows.append({"rule": v, "depth": size, "metric": metric, "standard's learned": std[shared].mean(),
-                            "rule's learned": rule[shared].mean(), **ledger.paired((std - rule)[shared], alpha)})
+                            "rule's learned": rule[shared].mean(), **ledger.paired((std - rule)[shared], alpha),
+                            "endpoint_effect": first_reading["effect"], "endpoint_p": first_reading["p"]})
 growth_by_depth = pd.DataFrame(growth_rows)
 print(f"depth probes: {depth_scales.groupby(['depth', 'variant', 'seed']).ngroups if len(depth_scales) else 0} of "
       f"{len(depth_sizes) * len(claims_study.DEPTH_VARIANTS) * len(depth_seeds)} runs probed")
 if growth_by_depth["n"].max() >= 2:
     display(tables.reader_table(growth_by_depth, "07_growth", figures_dir, index=False,
                                 columns=["rule", "depth", "metric", "standard's learned", "rule's learned", "effect",
-                                         "ci_low", "ci_high", "p", "mde", "n"],
+                                         "ci_low", "ci_high", "p", "mde", "n", "endpoint_effect", "endpoint_p"],
                                 formats={c: "{:+.3f}" for c in ("standard's learned", "rule's learned", "effect",
-                                                                "ci_low", "ci_high")} |
-                                {"p": "{:.2g}", "mde": "{:.3f}"},
+                                                                "ci_low", "ci_high", "endpoint_effect")} |
+                                {"p": "{:.2g}", "mde": "{:.3f}", "endpoint_p": "{:.2g}"},
                                 rename={"effect": "standard's − the rule's (log₂)", "ci_low": "95 % low",
                                         "ci_high": "95 % high", "p": "paired p", "mde": "detectable (80 %)",
-                                        "n": "seeds"}))
+                                        "n": "seeds", "endpoint_effect": "first reading: last/first sublayer",
+                                        "endpoint_p": "its p"}))
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for ax, (v, metric) in zip(axes, MECHANISMS.items()):
         for variant in ("standard", v):
@@ -593,7 +608,7 @@ if growth_by_depth["n"].max() >= 2:
             ax.plot([load_preset(size).model.n_layers for size in depth_sizes], means, marker=plots.marker(variant),
                     color=plots.color(variant), label=variant)
         ax.axhline(0, color="grey", linewidth=0.8)
-        ax.set(xlabel="blocks", ylabel=f"learned growth of {metric} (log₂ last/first, trained − init)",
+        ax.set(xlabel="blocks", ylabel=f"learned growth of {metric} (log₂, first to last block, trained − init)",
                title=f"{v} against standard ({metric})")
         ax.legend(fontsize=8)
     fig.suptitle(f"What training did to the scales over depth (mean over {len(depth_seeds)} seeds)")
@@ -610,9 +625,12 @@ def growth_row(paper, claim, variant):
                                                parts["ci_high"].to_numpy(), parts["p"].to_numpy())
     binding = parts.iloc[ledger.binding(parts["p"])]
     return ledger.row(
-        paper, claim, f"learned growth over depth of {binding['metric']} (log₂ last/first sublayer, trained − init), "
+        paper, claim, f"learned growth over depth of {binding['metric']} (log₂, first to last block, fitted over every "
+        "sublayer; trained − init), "
         f"standard's − {variant}'s, {done} seeds paired at each depth: " + "; ".join(
-            f"{r.depth} {r.effect:+.3f} (p {r.p:.2g})" for r in parts.itertuples()) + "; the depth with the larger p",
+            f"{r.depth} {r.effect:+.3f} (p {r.p:.2g})" for r in parts.itertuples()) + "; the depth with the larger p"
+        + "; the first reading, last/first sublayer: " + ", ".join(
+            f"{r.endpoint_effect:+.3f} (p {r.endpoint_p:.2g})" for r in parts.itertuples()),
         ledger.judge("directional", effect, p, alpha=alpha), link("07_claims", "07_growth", "07_growth.png"),
         effect, low, high, p, ledger.NO_CORRECTION, detectable=binding["mde"])
 

@@ -138,6 +138,20 @@ def test_read_scales_sees_the_embedding_first_and_every_sublayer_then_the_head()
     torch.testing.assert_close(model(idx)[0], small("standard")(idx)[0])  # the probe leaves the model as it was
 
 
+def test_depth_growth_fits_every_sublayer_with_a_level_per_kind():
+    """Attention at 2^(b/2) and the MLP 20× above it in every block b of 4: the growth is 1.5 log₂ units from the
+    first block to the last, where the last MLP over the first attention would read log₂(20) more."""
+    blocks = np.arange(4)
+    rows = [{"sublayer": f"{kind}{b}", "read_rms": scale * 2 ** (b / 2)} for b in blocks
+            for kind, scale in (("attn", 1.0), ("mlp", 20.0))] + [{"sublayer": "head", "read_rms": 1e6}]
+    scales = pd.DataFrame(rows)
+    assert probes.depth_growth(scales, "read_rms") == pytest.approx(1.5)
+    ends = scales[scales["sublayer"] != "head"]["read_rms"]
+    assert np.log2(ends.iloc[-1] / ends.iloc[0]) == pytest.approx(1.5 + np.log2(20))
+    assert np.isnan(probes.depth_growth(scales[scales["sublayer"].isin(["attn0", "mlp0"])], "read_rms"))
+    assert np.isnan(probes.depth_growth(scales.assign(read_rms=0.0), "read_rms"))
+
+
 def test_routing_contrast_is_uniform_at_init_and_refuses_a_rule_that_does_not_route():
     idx = torch.randint(0, 64, (2, 16))
     table = probes.routing_contrast(small("attnres"), idx)

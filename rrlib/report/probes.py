@@ -4,12 +4,14 @@ depth-attention rule routes.
 The model always runs its own forward; the probes only watch it. ``read_scales`` wraps the model's two step
 functions (every sublayer's input passes through one of them) and the final norm's input (what the head reads);
 ``routing_contrast`` wraps the softmax over depth of rrlib.rules.depth_mixing.attention for one pass, because
-the routing weights exist only inside a read and no rule keeps them.
+the routing weights exist only inside a read and no rule keeps them. ``depth_growth`` reads a probe table back:
+how much a scale grows from the first block to the last.
 """
 from __future__ import annotations
 
 import contextlib
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -106,3 +108,26 @@ def routing_contrast(model: GPT, idx: torch.Tensor) -> pd.DataFrame:
                      "max_weight": weights.max(-1).values.mean().item() if weights is not None else 1.0,
                      "uniform": 1.0 / n})
     return pd.DataFrame(rows)
+
+
+def depth_growth(scales: pd.DataFrame, metric: str) -> float:
+    """How much ``metric`` grows over depth in one probe (rows of ``read_scales``, one state of one run), in log₂
+    units from the first block to the last: the least-squares slope of log₂(metric) on the block index, with a
+    level of its own for each kind of sublayer (attention, MLP), times the blocks spanned.
+
+    Why not log₂(last sublayer / first): that divides an MLP's value by an attention's, whose scales differ by up
+    to 20× in the same block, and reads two of the 2L sublayers; the fit compares like with like and reads all.
+    The head's row is left out (it is no sublayer). NaN with fewer than two blocks or a non-positive value."""
+    part = scales[scales["sublayer"] != "head"]
+    kinds = part["sublayer"].str.extract(r"^([a-z_]+?)(\d+)$")
+    if kinds.isna().any().any() or len(part) < 2:
+        return np.nan
+    block, kind = kinds[1].astype(int).to_numpy(), kinds[0].to_numpy()
+    values = part[metric].to_numpy(dtype=float)
+    span = block.max() - block.min()
+    if span < 1 or (values <= 0).any():
+        return np.nan
+    levels = [(kind == k).astype(float) for k in sorted(set(kind))]
+    design = np.column_stack([block.astype(float), *levels])
+    slope = np.linalg.lstsq(design, np.log2(values), rcond=None)[0][0]
+    return float(slope * span)
