@@ -608,10 +608,11 @@ if growth_by_depth["n"].max() >= 2:
             ax.plot([load_preset(size).model.n_layers for size in depth_sizes], means, marker=plots.marker(variant),
                     color=plots.color(variant), label=variant)
         ax.axhline(0, color="grey", linewidth=0.8)
-        ax.set(xlabel="blocks", ylabel=f"learned growth of {metric} (log₂, first to last block, trained − init)",
+        ax.set(xlabel="blocks", ylabel=f"learned growth of {metric} (log₂)",
                title=f"{v} against standard ({metric})")
         ax.legend(fontsize=8)
-    fig.suptitle(f"What training did to the scales over depth (mean over {len(depth_seeds)} seeds)")
+    fig.suptitle("What training did to the scales over depth: growth from the first block to the last, trained − "
+                 f"init (mean over {len(depth_seeds)} seeds)")
     plots.show_figure(fig, "07_growth", figures_dir)
 
 
