@@ -362,11 +362,9 @@ else:
 
 # %%
 power_root = power_root or str(Path(out_root).parent / "power" / "runs")
-design_runs = power_study.design_runs(power_root, power_size, variants, range(power_seeds))
-design_total = len(variants) * power_seeds
-if len(design_runs) < design_total:
-    print(f"{power_size}: {len(design_runs)} of the design's {design_total} runs have finished under {power_root}; "
-          "its verdict follows when all have")
+design_runs, waiting = power_study.finished_design(power_root, power_size, variants, power_seeds)
+if design_runs is None:
+    print(waiting)
 else:
     power_tests = power_study.tests(design_runs, "review", [v for v in variants if v != "review"], power_size,
                                     alpha=alpha)

@@ -291,11 +291,9 @@ if wide is not None:
 power_root = power_root or str(Path(out_root).parent / "power" / "runs")
 power_questions = {"delta_attnres": ["standard", "attnres"], "mgr": ["standard"]}  # the two compare calls
 power_variants = ["standard", "attnres", "delta_attnres", "mgr"]
-design_runs = power_study.design_runs(power_root, power_size, power_variants, range(power_seeds))
-design_total = len(power_variants) * power_seeds
-if len(design_runs) < design_total:
-    print(f"{power_size}: {len(design_runs)} of the design's {design_total} runs have finished under {power_root}; "
-          "its verdict follows when all have")
+design_runs, waiting = power_study.finished_design(power_root, power_size, power_variants, power_seeds)
+if design_runs is None:
+    print(waiting)
 else:
     power_tests = pd.concat([power_study.tests(design_runs, v, against, power_size)
                              for v, against in power_questions.items()], ignore_index=True)

@@ -1,5 +1,6 @@
 """The powered studies' readers: a design's runs, its tests by the compare engine, its regime and its late loss."""
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -68,3 +69,11 @@ def test_the_power_runs_are_inputs_of_the_pages_that_read_them_and_no_other():
     readers = {nb.name for nb in NOTEBOOKS if not nb.per_size
                and any(p.is_relative_to(power) for p in input_files(nb, runs, None))}
     assert readers == {"04_statistics", "05_related_methods"}
+
+
+def test_a_design_is_read_only_when_every_run_has_finished():
+    runs, waiting = power_study.finished_design("outputs/power/runs", "review_power_micro", ["review", "standard"], 2)
+    assert len(runs) == 4 and waiting == ""
+    runs, waiting = power_study.finished_design("outputs/power/runs", "review_power_micro", ["review"], 1000)
+    assert runs is None and re.fullmatch(r"review_power_micro: \d+ of the design's 1000 runs have finished under "
+                                         r"outputs/power/runs; its verdict follows when all have", waiting)

@@ -32,6 +32,17 @@ def design_runs(root: str, size: str, variants, seeds) -> pd.DataFrame:
                 & (runs["status"] == "finished")].reset_index(drop=True)
 
 
+def finished_design(root: str, size: str, variants, n_seeds: int) -> tuple[pd.DataFrame | None, str]:
+    """The design's runs (seeds 0 to ``n_seeds`` - 1 of each variant) once every one has finished, else None and
+    how many have, in words."""
+    runs = design_runs(root, size, variants, range(n_seeds))
+    total = len(list(variants)) * n_seeds
+    if len(runs) < total:
+        return None, (f"{size}: {len(runs)} of the design's {total} runs have finished under {root}; its verdict "
+                      "follows when all have")
+    return runs, ""
+
+
 def tests(runs: pd.DataFrame, variant: str, baselines, size: str, margin: float = verdict.DEFAULT_MARGIN,
           alpha: float = verdict.ALPHA) -> pd.DataFrame:
     """The design's paired tests by the compare engine (``verdict.compare_pairs``, Holm over its baselines), one
