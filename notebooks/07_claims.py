@@ -802,30 +802,22 @@ for form, (base, delta) in pairs.items():
     claim = f"(h) Delta AttnRes beats standard and AttnRes, {form}"
     tests = powered(delta)
     if tests is not None:  # the design sized for the paper's smallest gain reads alone (page 05 says why)
-        effect, low, high, p = ledger.intersection(tests["gap"].to_numpy(), tests["ci_low"].to_numpy(),
-                                                   tests["ci_high"].to_numpy(), tests["p"].to_numpy())
-        binding = tests.iloc[ledger.binding(tests["p"])]
-        rows.append(ledger.row(
-            "Delta AttnRes", claim,
-            f"{tests['size'].iloc[0]}, the powered design, fixed_loss, paired over {int(tests['seeds'].min())} "
-            "seeds: " + "; ".join(f"{b} − {delta} {r.gap:+.4f} (p {r.p:.2g})" for b, r in tests.iterrows())
-            + "; the comparison with the larger p",
-            ledger.judge("directional", effect, p, alpha=alpha), link("05_related_methods", "05_power_tests"),
-            effect, low, high, p, ledger.NO_CORRECTION, DELTA_GAIN, binding["detectable"]))
-        continue
-    if not len(family_runs) or not {base, delta, "standard"} <= set(family_runs["variant"]):
+        where, evidence = f"{tests['size'].iloc[0]}, the powered design", link("05_related_methods", "05_power_tests")
+    elif len(family_runs) and {base, delta, "standard"} <= set(family_runs["variant"]):
+        tests = two_rules(family_runs, delta, [base, "standard"])
+        where, evidence = family_size, link("05_related_methods", f"05_{family_size}_summary")
+    else:
         rows.append(ledger.row("Delta AttnRes", claim, "", ledger.untested(f"no {family_size} runs of {delta}"), ""))
         continue
-    tests = two_rules(family_runs, delta, [base, "standard"])
     effect, low, high, p = ledger.intersection(tests["gap"].to_numpy(), tests["ci_low"].to_numpy(),
                                                tests["ci_high"].to_numpy(), tests["p"].to_numpy())
     binding = tests.iloc[ledger.binding(tests["p"])]
     rows.append(ledger.row(
         "Delta AttnRes", claim,
-        f"{family_size}, fixed_loss, paired over {int(tests['seeds'].min())} seeds: " + "; ".join(
+        f"{where}, fixed_loss, paired over {int(tests['seeds'].min())} seeds: " + "; ".join(
             f"{b} − {delta} {r.gap:+.4f} (p {r.p:.2g})" for b, r in tests.iterrows())
         + "; the comparison with the larger p",
-        ledger.judge("directional", effect, p, alpha=alpha), link("05_related_methods", f"05_{family_size}_summary"),
+        ledger.judge("directional", effect, p, alpha=alpha), evidence,
         effect, low, high, p, ledger.NO_CORRECTION, DELTA_GAIN, binding["detectable"]))
 rows.append(ledger.row("Delta AttnRes", "(h) 1.7–8.2 % lower validation perplexity at 220M–7.6B",
                        "Delta AttnRes against standard and AttnRes at the paper's sizes",

@@ -70,13 +70,13 @@ def standalone_sizes(sizes) -> list[str]:
     return [s for s in sizes if s in own]
 
 
-def read_metrics(run_dir) -> pd.DataFrame:
-    """The training log of one run folder (logged steps only, not the periodic evaluations)."""
+def read_metrics(run_dir, column: str = "loss") -> pd.DataFrame:
+    """The rows of one run folder's log that carry ``column``: ``loss`` for the logged training steps,
+    ``fixed_loss`` for the periodic evaluations of the fixed held-out set."""
     path = Path(run_dir) / "metrics.jsonl"
-    if not path.exists():
-        return pd.DataFrame(columns=["step", "loss"])
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return pd.DataFrame([r for r in rows if "loss" in r])
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    kept = [r for r in rows if column in r]
+    return pd.DataFrame(kept) if kept else pd.DataFrame(columns=["step", column])
 
 
 def loss_curves(out_root, size: str, variants, seeds) -> pd.DataFrame:

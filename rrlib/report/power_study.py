@@ -7,8 +7,6 @@ stopping the design exists to prevent. Until then a page says how many runs are 
 """
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pandas as pd
 
@@ -17,6 +15,7 @@ from ..runs.presets import resolve_run
 from ..runs.rundata import load_run_data
 from ..runs.sweep import results_table
 from . import tables, verdict
+from .loading import read_metrics
 
 LATE_STEPS = 400  # the held-out loss must still fall over a run's last this many steps (no overfitting)
 # compare_pairs' columns under the names page 04's tables of paired tests use, so the ledger reads either alike
@@ -57,17 +56,12 @@ def late_fall(run_dir, steps: int = LATE_STEPS) -> float:
     """How far the run's held-out ``fixed_loss`` fell over its last ``steps`` steps: the value at the last
     evaluation at least ``steps`` before the final one, minus the final one's (> 0: still falling). NaN when the
     run evaluated too seldom to tell."""
-    evals = []
-    with open(project_path(run_dir) / "metrics.jsonl", encoding="utf-8") as f:
-        for line in f:
-            record = json.loads(line)
-            if "fixed_loss" in record:
-                evals.append((record["step"], record["fixed_loss"]))
-    if not evals:
+    evals = read_metrics(project_path(run_dir), "fixed_loss")
+    if evals.empty:
         return np.nan
-    last_step, last = evals[-1]
-    earlier = [loss for step, loss in evals if step <= last_step - steps]
-    return float(earlier[-1] - last) if earlier else np.nan
+    last_step, last = evals["step"].iloc[-1], evals["fixed_loss"].iloc[-1]
+    earlier = evals.loc[evals["step"] <= last_step - steps, "fixed_loss"]
+    return float(earlier.iloc[-1] - last) if len(earlier) else np.nan
 
 
 def late_falls(root: str, runs: pd.DataFrame, steps: int = LATE_STEPS) -> pd.Series:
