@@ -68,6 +68,7 @@ power_seeds = 47  # the design's seeds, 0 to power_seeds - 1, fixed before its r
 loop_size = "looped"  # the looped preset: sizes looped<N>
 loop_root = "outputs/looped_grid"  # the looped study's runs, one folder per learning rate (rrlib.report.looped_study)
 edge_root = "outputs/looped_edges"  # a supplementary extension of the cells where one seed's optimum sat on an edge
+power_loop_root = "outputs/looped_power"  # the powered looped study's runs (looped_study.POWER); None skips it
 loops = [1, 2, 4, 8]  # N
 loop_variants = ["scaled", "scaled_loops", "review"]
 loop_seeds = None  # None means the study's five
@@ -89,6 +90,7 @@ import seaborn as sns
 from rrlib import GPT, RULES, load_preset, resolve_run, results_table
 from rrlib.report import loading, looped_study, plots, power_study, stats, tables, verdict
 from rrlib.runs.arguments import loaded_rules, seed_list, variant_list
+from rrlib.runs.config import run_folder
 from rrlib.runs.data import unigram_entropy
 from rrlib.runs.rundata import load_run_data
 
@@ -453,6 +455,79 @@ tables.reader_table(trainable, "05_looped_trainability", figures_dir, index=Fals
                     formats={"gap": "{:+.4f}", "ci_low": "{:+.4f}", "ci_high": "{:+.4f}"},
                     rename={"loops": "N", "gap": "scaled_loops − scaled at the optimum (nats)", "ci_low": "95 % low",
                             "ci_high": "95 % high", "p": "paired p", "p_holm": "Holm p"})
+
+# %% [markdown]
+# ## The powered looped study: its pilot, then its verdict
+#
+# The design stated above, read from the finished runs under `power_loop_root`. Once the pilot's four seeds have
+# finished every cell under both rules (the edge extension included), its contrast fixes the design's seed count:
+# the most seeds at which either estimator's paired SD detects the target contrast of 0.25 per doubling (80 %
+# power, α 0.05), never fewer than the eight stated beforehand, with the cost measured from the pilot's runs.
+# Once every seed of the design has finished, the stated estimator (the same as the first study's) gives the
+# transfer verdicts, the contrast and the loss of 1/N against 1/√N per N; the ledger (page 07) then reads this
+# design for the three looped claims, in place of the 200-step study above. No verdict is read at fewer seeds
+# than the design fixed.
+
+# %%
+design = looped_study.POWER
+power_loops = looped_study.study_runs(power_loop_root) if power_loop_root else looped.iloc[:0]
+if len(power_loops):
+    power_loops = power_loops[power_loops["status"] == "finished"].reset_index(drop=True)
+power_loops = power_loops.assign(stalled=(power_loops[primary_metric] - floor).abs() < looped_study.STALL_NATS)
+power_grid = looped_study.design_grid(power_loops, design)
+finished_under = looped_study.complete_seeds(power_loops, power_grid, design.seeds)
+whole_seeds = [s for s in design.seeds if all(s in finished_under.get(rule, []) for rule in design.rules)]
+print(f"powered looped study: {len(power_loops)} of its {looped_study.grid_runs(power_grid, design.seeds)} runs have "
+      f"finished under {power_loop_root}; seeds finished under both rules: {whole_seeds or 'none'}"
+      + ("" if set(design.seeds) <= set(whole_seeds) else " (`DESIGN=power bash scripts/looped_study.sh` resumes it)"))
+pilot_seeds = list(looped_study.POWER_PILOT_SEEDS)
+if set(pilot_seeds) <= set(whole_seeds):
+    pilot_runs = power_loops[power_loops["seed"].isin(pilot_seeds)]
+    fixed = looped_study.pilot_design(looped_study.readings(pilot_runs, primary_metric)["contrast"], pilot_runs,
+                                      len(pilot_seeds), design)
+    display(tables.reader_table(
+        fixed, "05_looped_power_pilot", figures_dir, index=False,
+        columns=["estimator", "n", "effect", "sd", "seeds_needed", "pilot_cpu_hours", "design_seeds", "design_cpu_hours"],
+        formats={"effect": "{:+.3f}", "sd": "{:.3f}", "pilot_cpu_hours": "{:.1f}", "design_cpu_hours": "{:.1f}"},
+        rename={"n": "pilot seeds", "effect": "contrast (1/N − 1/√N, per doubling)", "sd": "paired SD",
+                "seeds_needed": f"seeds to detect {looped_study.CONTRAST_TARGET:g}", "pilot_cpu_hours": "pilot CPU-h",
+                "design_seeds": "design's seeds", "design_cpu_hours": "design CPU-h"}))
+    wanted = int(fixed["design_seeds"].iloc[0])
+    print(f"The pilot fixes {wanted} seeds, about {fixed['design_cpu_hours'].iloc[0]:.1f} CPU-hours in all"
+          + ("." if wanted == len(design.seeds) else
+             f"; looped_study.POWER trains {len(design.seeds)}: it must name {wanted} before the runs beyond the pilot."))
+if set(design.seeds) <= set(whole_seeds) and len(power_loops):
+    power_runs = power_loops[power_loops["seed"].isin(design.seeds)].reset_index(drop=True)
+    power_reading = looped_study.readings(power_runs, primary_metric)
+    tables.reader_table(power_reading["optima"], "05_looped_power_optima", figures_dir, index=False,
+                        columns=["variant", "loops", "seed", "grid_lr", "parabola_lr", "best_loss", "at_edge"],
+                        formats={"grid_lr": "{:.3g}", "parabola_lr": "{:.3g}", "best_loss": "{:.4f}"},
+                        rename={"loops": "N", "grid_lr": "grid optimum", "parabola_lr": "parabola optimum"})
+    display(tables.reader_table(
+        power_reading["transfer"], "05_looped_power_transfer", figures_dir, index=False,
+        columns=["runs", "variant", "estimator", "seeds", "slope", "ci_low", "ci_high", "p", "p_equivalent", "verdict"],
+        formats={"slope": "{:+.2f}", "ci_low": "{:+.2f}", "ci_high": "{:+.2f}"},
+        rename={"slope": "slope (log₂ lr per doubling of N)", "ci_low": "95 % low", "ci_high": "95 % high",
+                "p_equivalent": "TOST p (±1/6)"}))
+    display(tables.reader_table(
+        power_reading["contrast"], "05_looped_power_contrast", figures_dir, index=False,
+        columns=["estimator", "n", "effect", "ci_low", "ci_high", "p", "mde"],
+        formats={c: "{:+.3f}" for c in ("effect", "ci_low", "ci_high")} | {"mde": "{:.3f}"},
+        rename={"n": "seeds", "effect": "1/N's − 1/√N's slope", "ci_low": "95 % low", "ci_high": "95 % high",
+                "p": "paired p", "mde": "detectable (80 %)"}))
+    display(tables.reader_table(
+        power_reading["trainability"], "05_looped_power_trainability", figures_dir, index=False,
+        formats={"gap": "{:+.4f}", "ci_low": "{:+.4f}", "ci_high": "{:+.4f}"},
+        rename={"loops": "N", "gap": "scaled_loops − scaled at the optimum (nats)", "ci_low": "95 % low",
+                "ci_high": "95 % high", "p": "paired p", "p_holm": "Holm p"}))
+    falls = pd.Series([power_study.late_fall(run_folder(f"{power_loop_root}/lr{r.lr:g}", r.size, r.variant, r.seed))
+                       for r in power_runs.itertuples()], dtype=float)
+    shape = power_study.regime(power_runs, len(load_run_data(loop_run).train))
+    print(f"{shape['runs']} runs of {shape['steps']:,} steps, {shape['tokens'] / 1e6:.1f} M tokens each "
+          f"({shape['passes']:.1f} passes over the train stream), {shape['cpu_hours']:.1f} CPU-hours in all; "
+          f"stalled at the unigram level: {int(power_runs['stalled'].sum())}; the held-out loss fell over the last "
+          f"{power_study.LATE_STEPS} steps in {int((falls > 0).sum())} of {falls.notna().sum()} runs "
+          f"({falls.min():+.3f} to {falls.max():+.3f} nats)")
 
 # %% [markdown]
 # ## Provenance

@@ -945,9 +945,14 @@ rows.append(ledger.row("Multi-Gate Residuals", "MGR is practical for large-scale
                        "training and serving at scale", ledger.out_of_reach("large-scale training on GPUs"), ""))
 
 # %%
-transfer, trainable = page_table("05_looped_transfer"), page_table("05_looped_trainability")
+# The powered design (1,000 steps, its seeds fixed by its pilot) reads alone once page 05 has all its runs; until
+# then the 200-step study does. Both write the same tables, under their own prefix.
+looped_tables = "05_looped_power" if page_table("05_looped_power_transfer") is not None else "05_looped"
+looped_study_name = ("the powered design (1,000 steps)" if looped_tables == "05_looped_power"
+                     else "the 200-step study")
+transfer, trainable = page_table(f"{looped_tables}_transfer"), page_table(f"{looped_tables}_trainability")
 in_progress = ledger.untested("study in progress (no seed has finished every cell)")
-looped_link = link("05_related_methods", "05_looped_transfer", "05_looped_trainability")
+looped_link = link("05_related_methods", f"{looped_tables}_transfer", f"{looped_tables}_trainability")
 if trainable is None or trainable.dropna(subset=["p"]).empty:
     rows.append(ledger.row("Looped transformers", "1/N scaling gives better loss than 1/√N across loop counts",
                            "scaled_loops − scaled at each seed's optimum, per N", in_progress, looped_link))
@@ -960,7 +965,8 @@ else:
     t_half, t_power = t_dist.ppf(1 - alpha / 2, n_binding - 1), t_dist.ppf(0.8, n_binding - 1)
     trainable_mde = (high - low) / 2 * (t_half + t_power) / t_half
     rows.append(ledger.row("Looped transformers", "1/N scaling gives better loss than 1/√N across loop counts",
-                           f"scaled_loops − scaled at each seed's optimum, N = {', '.join(map(str, done['loops']))} "
+                           f"scaled_loops − scaled at each seed's optimum, {looped_study_name}, "
+                           f"N = {', '.join(map(str, done['loops']))} "
                            f"(" + ", ".join(f"N = {n}: {g:+.4f}, p {q:.2g}" for n, g, q in
                                             zip(done["loops"], done["gap"], done["p"])) + "); the N with the largest p",
                            ledger.judge("directional", effect, p, alpha=alpha), looped_link, effect, low, high, p,
@@ -976,7 +982,8 @@ else:
         return ledger.judge("equivalence", estimate["slope"], estimate["p"], estimate["p_equivalent"], alpha=alpha)
 
     kind = as_claim(first)
-    test = (f"slope of log₂(optimal lr) on log₂ N under 1/N scaling ({first['estimator']}, {int(first['seeds'])} "
+    test = (f"slope of log₂(optimal lr) on log₂ N under 1/N scaling, {looped_study_name} ({first['estimator']}, "
+            f"{int(first['seeds'])} "
             f"seeds): p {first['p']:.2g}, TOST p (±1/6) {first['p_equivalent']:.2g}; the study's verdict: "
             f"{first['verdict']}; by the {second['estimator']} optimum ({int(second['seeds'])} seeds) TOST p "
             f"{second['p_equivalent']:.2g}, {second['verdict']}")
@@ -998,18 +1005,15 @@ else:
 # each loop's update), under 1/N it stays, so the optimum moves less under 1/N. Per seed, the slope of log₂(optimal
 # lr) on log₂ N under each rule (rrlib.report.looped_study.seed_slopes, on page 05's per-seed optima); effect =
 # slope under 1/N − slope under 1/√N, paired by seed, on the study's primary estimator (the grid argmin beside).
-optima = page_table("05_looped_optima")
+optima = page_table(f"{looped_tables}_optima")
 slopes = looped_study.seed_slopes(optima) if optima is not None and "seed" in optima else pd.DataFrame()
-contrast = {}
-for estimator in ("parabola", "grid"):
-    if len(slopes) and {"scaled", "scaled_loops"} <= set(slopes["variant"]):
-        wide = slopes.pivot(index="seed", columns="variant", values=estimator).dropna(subset=["scaled", "scaled_loops"])
-        contrast[estimator] = ledger.paired(wide["scaled"] - wide["scaled_loops"], alpha)
-if contrast.get("parabola", {"n": 0})["n"] >= 2:
+contrast = {estimator: looped_study.slope_contrast(slopes, estimator, alpha=alpha) for estimator in ("parabola", "grid")}
+if contrast["parabola"]["n"] >= 2:
     t, g = contrast["parabola"], contrast["grid"]
     rows.append(ledger.row(
         "Looped transformers", "the optimum moves less with N under 1/N scaling than under 1/√N",
-        f"slope of log₂(optimal lr) per doubling of N, 1/N's − 1/√N's, paired over the {t['n']} seeds with a parabola "
+        f"slope of log₂(optimal lr) per doubling of N, 1/N's − 1/√N's, {looped_study_name}, paired over the "
+        f"{t['n']} seeds with a parabola "
         f"optimum at every N under both rules; by the grid argmin ({g['n']} seeds) {g['effect']:+.3f} "
         f"[{g['ci_low']:+.3f}, {g['ci_high']:+.3f}], p {g['p']:.2g}",
         ledger.judge("directional", t["effect"], t["p"], alpha=alpha), looped_link, t["effect"], t["ci_low"],

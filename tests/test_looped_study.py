@@ -124,3 +124,64 @@ def test_the_powered_design_trains_the_two_rules_longer_on_their_own_root_and_ex
     extended = ls.plan(runs, [0], ls.POWER)
     assert any("looped8-lr0.00565685" in x and "--variants scaled " in x for x in extended)
     assert ls.POWER_PILOT_SEEDS == ls.POWER.seeds[:4]
+
+
+def power_runs(seeds, drop=None, minutes=2.0, fall=-0.25):
+    """The powered design's base grid, finished at ``seeds``: 1/N's optimum near 0.002 (a seed-dependent drift),
+    1/√N's falling from 0.0028 as N^``fall``; ``drop`` (variant, N, lr, seed) leaves one run out."""
+    rows = []
+    for (variant, n), lrs in ls.base_grid(ls.POWER).items():
+        for seed in seeds:
+            opt = 0.002 * 2 ** (0.02 * seed) if variant == "scaled" else 0.0028 * n ** fall
+            for lr in lrs:
+                if (variant, n, lr, seed) != drop:
+                    rows.append({"variant": variant, "loops": n, "seed": seed, "lr": lr, "minutes": minutes,
+                                 "fixed_loss": (math.log2(lr) - math.log2(opt)) ** 2 / 10 + 2, "stalled": False})
+    return pd.DataFrame(rows)
+
+
+def test_a_seed_is_complete_only_once_every_rate_of_every_cell_of_its_rule_has_finished():
+    lr = ls.base_grid(ls.POWER)[("scaled", 4)][2]
+    runs = power_runs(range(3), drop=("scaled", 4, lr, 1))
+    grid = ls.design_grid(runs, ls.POWER)
+    assert ls.complete_seeds(runs, grid, range(4)) == {"scaled": [0, 2], "scaled_loops": [0, 1, 2]}
+    assert ls.grid_runs(grid, range(8)) == 2 * 4 * 5 * 8
+
+
+def test_the_design_grid_adds_the_extension_its_runs_ask_for_so_a_seed_without_it_is_not_complete():
+    runs = power_runs(range(2), fall=-0.5)  # 1/√N's optimum at N = 8 is 0.001: on the low edge for both seeds
+    grid = ls.design_grid(runs, ls.POWER)
+    assert grid[("scaled_loops", 8)][:2] == [ls.lattice_lr(-2), ls.lattice_lr(-1)]
+    assert grid[("scaled", 8)] == ls.base_grid(ls.POWER)[("scaled", 8)]
+    assert ls.complete_seeds(runs, grid, range(2)) == {"scaled": [0, 1], "scaled_loops": []}
+
+
+def test_the_contrast_is_1_over_n_slope_minus_1_over_sqrt_n_slope_paired_by_seed():
+    lrs = [ls.lattice_lr(k) for k in range(-6, 6)]
+    scaled = curves(lambda n, s: 0.002 * n ** (0.01 * s), seeds=range(6), lrs=lrs, variant="scaled")
+    loops = curves(lambda n, s: 0.002 * n ** -0.5, seeds=range(6), lrs=lrs, variant="scaled_loops")
+    reading = ls.readings(pd.concat([scaled, loops], ignore_index=True))
+    contrast = reading["contrast"].set_index("estimator")
+    # per seed 0.01·s − (−0.5): mean 0.525, SD that of 0.01·s over s = 0 … 5
+    assert contrast.loc["parabola", "effect"] == pytest.approx(0.525, abs=1e-6)
+    assert contrast.loc["parabola", "sd"] == pytest.approx(0.01 * np.std(range(6), ddof=1), rel=1e-4)
+    assert contrast.loc["parabola", "n"] == 6 and contrast.loc["parabola", "p"] < 1e-6
+    assert set(reading["transfer"]["runs"]) == {"all runs", "stalled runs excluded"}
+    assert set(reading["trainability"]["loops"]) == set(ls.LOOPS)
+    one_rule = ls.slope_contrast(ls.seed_slopes(ls.seed_optima(scaled)), "parabola")
+    assert one_rule["n"] == 0 and np.isnan(one_rule["effect"]) and np.isnan(one_rule["sd"])
+
+
+def test_the_pilot_fixes_the_most_seeds_either_estimator_needs_but_never_fewer_than_stated():
+    pilot = power_runs(range(4), minutes=3.0)
+    contrast = pd.DataFrame([{"estimator": "parabola", "n": 4, "effect": 0.3, "sd": 0.2},
+                             {"estimator": "grid", "n": 4, "effect": 0.3, "sd": 0.3}])
+    fixed = ls.pilot_design(contrast, pilot, 4).set_index("estimator")
+    from rrlib.report.verdict import seeds_needed
+
+    assert fixed.loc["grid", "seeds_needed"] == seeds_needed(0.3, ls.CONTRAST_TARGET) > len(ls.POWER.seeds)
+    assert (fixed["design_seeds"] == seeds_needed(0.3, ls.CONTRAST_TARGET)).all()
+    assert fixed["pilot_cpu_hours"].iloc[0] == pytest.approx(len(pilot) * 3.0 / 60)
+    assert fixed["design_cpu_hours"].iloc[0] == pytest.approx(len(pilot) * 3.0 / 60 / 4 * fixed["design_seeds"].iloc[0])
+    quiet = ls.pilot_design(contrast.assign(sd=0.01), pilot, 4)
+    assert (quiet["seeds_needed"] < len(ls.POWER.seeds)).all() and (quiet["design_seeds"] == len(ls.POWER.seeds)).all()

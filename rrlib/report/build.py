@@ -150,6 +150,7 @@ def main(argv=None) -> int:
                           f"{PAPER_CSV}")
     common = {"out_root": shown(runs), "local_out_root": shown(build / "runs"),
               "loop_root": shown(runs.parent / "looped_grid"),  # the looped study's runs, beside the others
+              "power_loop_root": shown(runs.parent / "looped_power"),
               "figures_dir": shown(out / "figures"), "paper_csv": shown(paper_csv)}
     given = extra_parameters(args.param)  # the user's, over --quick's: a quick build never drops what was asked
 

@@ -50,6 +50,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from .ledger import paired
+from .verdict import seeds_needed
+
 RULES = ("scaled", "scaled_loops", "review")
 LOOPS = (1, 2, 4, 8)
 SEEDS = (0, 1, 2, 3, 4)
@@ -84,6 +87,7 @@ POWER = Design("power", ("scaled", "scaled_loops"), {(r, n): 0 for r in ("scaled
                5, tuple(range(8)), "outputs/looped_power", steps=1000,
                extra=("--set", "train.warmup_steps=100", "--set", "train.eval_every=250"))
 POWER_PILOT_SEEDS = (0, 1, 2, 3)
+CONTRAST_TARGET = 0.25  # per doubling of N: the contrast the powered design is sized to detect (page 05 says why)
 DESIGNS = {d.name: d for d in (GRID, POWER)}
 OPTIMA_COLUMNS = ["variant", "loops", "seed", "points", "grid_lr", "parabola_lr", "best_loss", "at_edge"]
 SLOPE_COLUMNS = ["variant", "seed", "grid", "parabola"]
@@ -261,13 +265,9 @@ def current_grid(runs: pd.DataFrame, design: Design = GRID) -> dict[tuple[str, i
     return grid
 
 
-def plan(runs: pd.DataFrame, seeds=None, design: Design = GRID) -> list[str]:
-    """One `rrlib sweep` argument line per (seed, N, lr), seed-major, covering the grid and its extension.
-
-    Seed-major, so a study stopped part-way leaves whole seeds: every cell at fewer seeds, not half the cells.
-    Only finished runs are skipped by the sweeps themselves; listing a finished run costs a few seconds.
-    """
-    seeds = design.seeds if seeds is None else seeds
+def design_grid(runs: pd.DataFrame, design: Design = GRID) -> dict[tuple[str, int], list[float]]:
+    """The grid the design asks for now: ``current_grid`` plus the extension its finished runs call for (two
+    seeds, or the seed mean, on an edge). A study is done when this grid adds nothing the runs lack."""
     grid = current_grid(runs, design)
     if len(runs):
         optima = seed_optima(runs)
@@ -275,6 +275,78 @@ def plan(runs: pd.DataFrame, seeds=None, design: Design = GRID) -> list[str]:
         optima = pd.concat([optima, seed_optima(means)], ignore_index=True)
         for cell, lrs in extension(optima, grid).items():
             grid[cell] = sorted(set(grid[cell]) | set(lrs))
+    return grid
+
+
+def complete_seeds(runs: pd.DataFrame, grid: dict[tuple[str, int], list[float]], seeds) -> dict[str, list]:
+    """Per rule of the grid: the seeds among ``seeds`` that have a finished run at every (N, rate) of its cells,
+    the only ones that give a slope over N."""
+    have = set(zip(runs["variant"], runs["loops"], runs["lr"], runs["seed"]))
+    rules = sorted({rule for rule, _ in grid})
+    return {rule: [seed for seed in seeds if all((rule, n, lr, seed) in have for (r, n), rates in grid.items()
+                                                 if r == rule for lr in rates)] for rule in rules}
+
+
+def grid_runs(grid: dict[tuple[str, int], list[float]], seeds) -> int:
+    """How many runs the grid holds at these seeds."""
+    return sum(len(rates) for rates in grid.values()) * len(list(seeds))
+
+
+def slope_contrast(slopes: pd.DataFrame, estimator: str, reference: str = "scaled", baseline: str = "scaled_loops",
+                   alpha: float = 0.05) -> dict:
+    """The contrast of the powered design: per seed, ``reference``'s slope of log2(optimum) per doubling of N
+    minus ``baseline``'s, on one estimator; over the seeds that have both, its mean, t-interval, paired p, the
+    detectable contrast (80 % power), the paired SD and the seeds (``ledger.paired`` with ``sd`` added)."""
+    wide = slopes.pivot(index="seed", columns="variant", values=estimator) if len(slopes) else pd.DataFrame()
+    if not {reference, baseline} <= set(wide.columns):
+        return paired([], alpha) | {"sd": np.nan}
+    d = (wide[reference] - wide[baseline]).dropna()
+    return paired(d, alpha) | {"sd": float(d.std(ddof=1)) if len(d) > 1 else np.nan}
+
+
+def readings(runs: pd.DataFrame, metric: str = "fixed_loss", alpha: float = 0.05) -> dict[str, pd.DataFrame]:
+    """The stated estimator on whole seeds' runs: per-seed ``optima``, the ``transfer`` verdicts with every run and
+    (given a ``stalled`` column) with stalled runs left out, labelled in ``runs``, the ``trainability`` of 1/N
+    against 1/√N per N and the slope ``contrast`` on each estimator (one row each)."""
+    optima = seed_optima(runs, metric)
+    labels = [("all runs", False)] + ([("stalled runs excluded", True)] if "stalled" in runs else [])
+    transfer = pd.concat([transfer_verdicts(seed_slopes(seed_optima(runs, metric, exclude_stalled=exclude)),
+                                            alpha).assign(runs=label) for label, exclude in labels],
+                         ignore_index=True)
+    slopes = seed_slopes(optima)
+    contrast = pd.DataFrame([{"estimator": e, **slope_contrast(slopes, e, alpha=alpha)} for e in ("parabola", "grid")])
+    both = {"scaled", "scaled_loops"} <= set(optima["variant"])
+    return {"optima": optima, "transfer": transfer, "contrast": contrast,
+            "trainability": trainability(optima, alpha=alpha) if both else pd.DataFrame()}
+
+
+def pilot_design(contrast: pd.DataFrame, pilot_runs: pd.DataFrame, pilot_seeds: int, design: Design = POWER,
+                 target: float = CONTRAST_TARGET, alpha: float = 0.05) -> pd.DataFrame:
+    """The design the pilot fixes, one row per estimator of its ``contrast`` (``readings``): the paired SD it met,
+    the seeds at which that SD detects ``target`` (80 % power, α), and the cost measured from the pilot's runs
+    (the sum of their training minutes: one process on one thread each), per seed and for the design.
+
+    The design trains the most seeds either estimator needs, and never fewer than the design fixed beforehand
+    (``design.seeds``): the parabola optimum is the primary estimator, but a seed whose optimum sits on an edge has
+    none, so the grid argmin must be powered too.
+    """
+    hours_per_seed = float(pilot_runs["minutes"].sum() / 60 / pilot_seeds)
+    rows = contrast.assign(seeds_needed=[seeds_needed(sd, target, alpha) for sd in contrast["sd"]])
+    most = rows["seeds_needed"].max()
+    design_seeds = max(len(design.seeds), int(most) if pd.notna(most) else len(design.seeds))
+    return rows.assign(target=target, pilot_cpu_hours=float(pilot_runs["minutes"].sum() / 60),
+                       cpu_hours_per_seed=hours_per_seed, design_seeds=design_seeds,
+                       design_cpu_hours=hours_per_seed * design_seeds)
+
+
+def plan(runs: pd.DataFrame, seeds=None, design: Design = GRID) -> list[str]:
+    """One `rrlib sweep` argument line per (seed, N, lr), seed-major, covering the grid and its extension.
+
+    Seed-major, so a study stopped part-way leaves whole seeds: every cell at fewer seeds, not half the cells.
+    Only finished runs are skipped by the sweeps themselves; listing a finished run costs a few seconds.
+    """
+    seeds = design.seeds if seeds is None else seeds
+    grid = design_grid(runs, design)
     lines = []
     for seed in seeds:
         for n in LOOPS:

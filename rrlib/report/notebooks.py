@@ -38,6 +38,7 @@ NOTEBOOKS = (
              quick={"size": "tiny", "variants": ["standard", "review", "attnres", "attnres_block", "delta_attnres",
                                                  "mgr", "hc", "mhc"], "seeds": [0], "loops": [1, 2],
                     "lrs": [0.002, 0.004], "loop_seeds": [0], "loop_steps": 4, "train_looped": True, "edge_root": None,
+                    "power_loop_root": None,
                     "wide_size": None},
              requires="family", own_roots=("power",)),
     Notebook("06_size_vs_tokens", "Scale or undertraining: Review's gap over a grid of two model sizes × three "
