@@ -63,6 +63,8 @@ recipe_root = "outputs/recipe"  # the recipe ablation's run folders (scripts/rec
 power_root = None  # the powered study's run folders; None: <out_root>/../power/runs
 power_size = "review_power_micro"  # the powered design's size
 power_seeds = 37  # the design's seeds, 0 to power_seeds - 1, fixed before its runs (below)
+pilot_sizes = ["review_power_micro", "review_power_mini"]  # the two widths whose pilots size the powered study
+power_target = 0.010  # nats: the gap the powered study must detect (80 % power, paired)
 alpha = 0.05
 n_boot = 10000  # bootstrap resamples per comparison, where the seeds allow one (rrlib.report.stats.bootstrap_allowed)
 secondary_metric = "val_loss"  # the paper's evaluation, beside our primary fixed_loss
@@ -355,13 +357,28 @@ else:
 # given, and the page will then say what it would take.
 
 # %% [markdown]
+# **What each pilot fixes**, computed from its runs (`rrlib.report.power_study.pilot_design`): the paired SD on
+# `fixed_loss` (the compare engine's test on seeds 0–3), the seeds at which it detects 0.010 nats, and the
+# design's cost at the pilot's measured CPU-minutes per run, against the 12 CPU-hours a design is given; where the
+# target lies beyond them, the seeds those hours buy and the gap they would detect. The pilots' minutes were
+# measured with a second training process (and at times the test suite) beside them, as the design's runs were.
+
+# %%
+power_root = power_root or str(Path(out_root).parent / "power" / "runs")
+for pilot_size in pilot_sizes:
+    shown, sentence = power_study.pilot(power_root, pilot_size, "review", [v for v in variants if v != "review"],
+                                        power_target, f"04_pilot_{pilot_size}", figures_dir)
+    if shown is not None:
+        display(shown)
+    print(sentence)
+
+# %% [markdown]
 # **The design's verdict**, by the compare engine (`rrlib.report.power_study.tests`: the paired test of
 # `rrlib compare`, Holm over the two baselines, a TOST at ±0.010 nats), read only once every run of the design
 # has finished: a verdict at fewer seeds than the design fixed would be optional stopping. Beside it the regime
 # the runs trained in, the CPU-hours they took, and how far each run's held-out loss fell over its last 400 steps.
 
 # %%
-power_root = power_root or str(Path(out_root).parent / "power" / "runs")
 design_runs, waiting = power_study.finished_design(power_root, power_size, variants, power_seeds)
 if design_runs is None:
     print(waiting)

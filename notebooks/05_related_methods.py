@@ -65,6 +65,7 @@ secondary_metric = "val_loss"
 power_root = None  # the powered family study's run folders; None: <out_root>/../power/runs
 power_size = "family_power"  # the powered design's size
 power_seeds = 47  # the design's seeds, 0 to power_seeds - 1, fixed before its runs (below)
+power_target = 0.017  # nats: the gap the powered family study must detect (80 % power, paired)
 loop_size = "looped"  # the looped preset: sizes looped<N>
 loop_root = "outputs/looped_grid"  # the looped study's runs, one folder per learning rate (rrlib.report.looped_study)
 edge_root = "outputs/looped_edges"  # a supplementary extension of the cells where one seed's optimum sat on an edge
@@ -283,6 +284,21 @@ if wide is not None:
 # standard runs.
 
 # %% [markdown]
+# What the pilot fixes, computed from its runs for each of the two questions (`rrlib.report.power_study.pilot`,
+# as on page 04): each question's paired SDs, the seeds each needs, and its cost at the pilot's CPU-minutes per run,
+# against the 12 CPU-hours a design is given. The design trains the four rules at the larger count.
+
+# %%
+power_root = power_root or str(Path(out_root).parent / "power" / "runs")
+power_questions = {"delta_attnres": ["standard", "attnres"], "mgr": ["standard"]}  # the two compare calls
+for question, against in power_questions.items():
+    shown, sentence = power_study.pilot(power_root, power_size, question, against, power_target,
+                                        f"05_pilot_{question}", figures_dir)
+    if shown is not None:
+        display(shown)
+    print(sentence)
+
+# %% [markdown]
 # **The design's verdict**, by the compare engine (`rrlib.report.power_study.tests`, as the two `rrlib compare`
 # calls above: Holm over Delta AttnRes's two baselines, MGR's one comparison alone; a TOST at ±0.010 nats), read
 # only once every run of the design has finished, with the regime, the CPU-hours and each run's held-out fall over
@@ -290,8 +306,6 @@ if wide is not None:
 # in place of the 3-seed family comparison above, which could not have seen a gain of 0.017 nats.
 
 # %%
-power_root = power_root or str(Path(out_root).parent / "power" / "runs")
-power_questions = {"delta_attnres": ["standard", "attnres"], "mgr": ["standard"]}  # the two compare calls
 power_variants = ["standard", "attnres", "delta_attnres", "mgr"]
 design_runs, waiting = power_study.finished_design(power_root, power_size, power_variants, power_seeds)
 if design_runs is None:

@@ -77,3 +77,33 @@ def test_a_design_is_read_only_when_every_run_has_finished():
     runs, waiting = power_study.finished_design("outputs/power/runs", "review_power_micro", ["review"], 1000)
     assert runs is None and re.fullmatch(r"review_power_micro: \d+ of the design's 1000 runs have finished under "
                                          r"outputs/power/runs; its verdict follows when all have", waiting)
+
+
+def test_the_pilot_fixes_the_seeds_its_largest_paired_sd_needs_and_prices_them_at_its_minutes():
+    gaps_standard, gaps_highway = np.array([0.01, 0.03, -0.01, 0.05]), np.array([0.00, 0.01, 0.02, 0.01])
+    review = np.array([2.0, 2.1, 2.2, 2.3])
+    table = losses(review=review, standard=review + gaps_standard, highway=review + gaps_highway,
+                   extra=[9.0] * 4).assign(minutes=6.0)
+    table = pd.concat([table, losses(review=[5.0] * 6).iloc[4:].assign(minutes=600.0)])  # seeds 4, 5: not the pilot
+    design = power_study.pilot_design(table, "review", ["standard", "highway"], 0.010).set_index("baseline")
+    assert design.loc["standard", "sd"] == pytest.approx(np.std(gaps_standard, ddof=1))
+    assert design.loc["standard", "seeds_needed"] == verdict.seeds_needed(np.std(gaps_standard, ddof=1), 0.010)
+    need = int(design["seeds_needed"].max())
+    assert (design["design_seeds"] == need).all() and (design["design_runs"] == 3 * need).all()
+    assert design["design_cpu_hours"].iloc[0] == pytest.approx(3 * need * 6.0 / 60)  # the pilot's minutes, 3 rules
+    assert design["budget_seeds"].iloc[0] == 12 * 60 // (3 * 6)
+    assert not design["within_budget"].iloc[0]
+    sentence = power_study.pilot_sentence("micro", design.reset_index())
+    assert f"{need} seeds detect 0.01 nats" in sentence and "beyond the 12 given" in sentence
+    assert "40 seeds would detect" in sentence
+    cheap = power_study.pilot_design(table.assign(minutes=0.1), "review", ["highway"], 0.010)
+    assert bool(cheap["within_budget"].iloc[0])
+    assert "within the 12 given" in power_study.pilot_sentence("micro", cheap)
+
+
+def test_a_pilot_is_read_only_once_all_its_runs_have_finished(tmp_path):
+    shown, sentence = power_study.pilot("outputs/power/runs", "review_power_micro", "review", ["standard"], 0.010,
+                                        "pilot")
+    assert shown is not None and "the pilot's paired SD is" in sentence
+    shown, sentence = power_study.pilot(str(tmp_path), "review_power_micro", "review", ["standard"], 0.010, "pilot")
+    assert shown is None and sentence.startswith("review_power_micro: 0 of its pilot's 8 runs")

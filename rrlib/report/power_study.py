@@ -14,9 +14,11 @@ from ..runs.config import project_path, run_folder
 from ..runs.presets import resolve_run
 from ..runs.rundata import load_run_data
 from ..runs.sweep import results_table
-from . import tables, verdict
+from . import stats, tables, verdict
 from .loading import read_metrics
 
+PILOT_SEEDS = 4  # a pilot is seeds 0-3 of every rule of the design (the issue asks for at least 4)
+BUDGET_CPU_HOURS = 12.0  # the most CPU-hours one powered design is given
 LATE_STEPS = 400  # the held-out loss must still fall over a run's last this many steps (no overfitting)
 # compare_pairs' columns under the names page 04's tables of paired tests use, so the ledger reads either alike
 TEST_NAMES = {"gap": "paired_gap", "seeds": "paired_n", "detectable": "mde"}
@@ -40,6 +42,75 @@ def finished_design(root: str, size: str, variants, n_seeds: int) -> tuple[pd.Da
         return None, (f"{size}: {len(runs)} of the design's {total} runs have finished under {root}; its verdict "
                       "follows when all have")
     return runs, ""
+
+
+def pilot_design(runs: pd.DataFrame, variant: str, baselines, target: float, pilot_seeds: int = PILOT_SEEDS,
+                 budget: float = BUDGET_CPU_HOURS, alpha: float = verdict.ALPHA) -> pd.DataFrame:
+    """The design a pilot fixes, one row per baseline: the paired SD it met (``verdict.compare_pairs``, as the
+    compare engine's ``--detect`` reads it), the detectable gap at the pilot's seeds, and the seeds at which that SD
+    detects ``target`` (80 % power, α); then the design, one for all baselines (the most seeds any needs, since the
+    variant's runs are shared): its runs, and its CPU-hours at the pilot's mean minutes per run (one process on one
+    thread each). Beside them, what ``budget`` CPU-hours would buy: the seeds it affords and the gap those detect.
+    """
+    pilot = runs[runs["seed"].isin(range(pilot_seeds))]
+    rows = verdict.compare_pairs(pilot, [variant], list(baselines), alpha=alpha)
+    needed = [verdict.seeds_needed(sd, target, alpha) for sd in rows["sd"]]
+    design_seeds = None if any(n is None for n in needed) else max(needed)
+    arms, minutes = 1 + len(list(baselines)), float(pilot["minutes"].mean())
+    affordable = int(budget * 60 // (arms * minutes))
+    return pd.DataFrame({
+        "variant": variant, "baseline": rows["baseline"], "pilot_seeds": rows["seeds"], "sd": rows["sd"],
+        "detectable_pilot": rows["detectable"], "target": target, "seeds_needed": needed,
+        "design_seeds": design_seeds, "design_runs": None if design_seeds is None else arms * design_seeds,
+        "minutes_per_run": minutes,
+        "design_cpu_hours": np.nan if design_seeds is None else arms * design_seeds * minutes / 60,
+        "budget_cpu_hours": budget, "within_budget": design_seeds is not None and
+        arms * design_seeds * minutes / 60 <= budget, "budget_seeds": affordable,
+        "detectable_in_budget": [stats.detectable_gap(sd, affordable, alpha) for sd in rows["sd"]]})
+
+
+def pilot_sentence(size: str, design: pd.DataFrame) -> str:
+    """``pilot_design`` in words: the seeds the pilot fixes and their cost, and, beyond the budget, what it would
+    take and what the budget could detect instead."""
+    first = design.iloc[0]
+    sds = ", ".join(f"{r.sd:.4f} against {r.baseline}" for r in design.itertuples())
+    head = (f"{size}: the pilot's paired SD is {sds} ({int(first['pilot_seeds'])} seeds, "
+            f"{first['minutes_per_run']:.1f} CPU-minutes a run)")
+    if pd.isna(first["design_seeds"]):
+        return head + f"; no number of seeds up to 1,000 detects {first['target']:g} nats"
+    cost = (f"{int(first['design_seeds'])} seeds detect {first['target']:g} nats: {int(first['design_runs'])} runs, "
+            f"about {first['design_cpu_hours']:.1f} CPU-hours")
+    if first["within_budget"]:
+        return f"{head}; {cost}, within the {first['budget_cpu_hours']:g} given"
+    return (f"{head}; {cost}, beyond the {first['budget_cpu_hours']:g} given. Within them, "
+            f"{int(first['budget_seeds'])} seeds would detect "
+            + ", ".join(f"{r.detectable_in_budget:.4f} against {r.baseline}" for r in design.itertuples())
+            + f"; the target needs {first['design_cpu_hours'] / first['budget_cpu_hours']:.2f}× the budget "
+            f"(a GPU, or a smaller SD from a longer or quieter regime)")
+
+
+def pilot(root: str, size: str, variant: str, baselines, target: float, name: str, figures_dir=None,
+          alpha: float = verdict.ALPHA):
+    """A design's pilot as a page shows it: ``pilot_design`` as the table ``name`` and ``pilot_sentence``, once
+    all its runs (seeds 0 to ``PILOT_SEEDS`` - 1 of the variant and its baselines) have finished, else how many
+    have. Returns the table (or None) and the sentence."""
+    rules = [variant, *baselines]
+    runs = design_runs(root, size, rules, range(PILOT_SEEDS))
+    if len(runs) < len(rules) * PILOT_SEEDS:
+        return None, (f"{size}: {len(runs)} of its pilot's {len(rules) * PILOT_SEEDS} runs ({', '.join(rules)} at "
+                      f"seeds 0-{PILOT_SEEDS - 1}) have finished under {root}; the design it fixes follows when all have")
+    design = pilot_design(runs, variant, baselines, target, alpha=alpha)
+    shown = tables.reader_table(
+        design.set_index(["variant", "baseline"]), name, figures_dir,
+        columns=["pilot_seeds", "sd", "detectable_pilot", "seeds_needed", "design_seeds", "design_cpu_hours",
+                 "budget_seeds", "detectable_in_budget"],
+        formats={"sd": "{:.4f}", "detectable_pilot": "{:.4f}", "design_cpu_hours": "{:.1f}",
+                 "detectable_in_budget": "{:.4f}"},
+        rename={"pilot_seeds": "pilot seeds", "sd": "paired SD", "detectable_pilot": "detectable at the pilot",
+                "seeds_needed": f"seeds to detect {target:g}", "design_seeds": "design's seeds",
+                "design_cpu_hours": "design CPU-h", "budget_seeds": f"seeds in {BUDGET_CPU_HOURS:g} CPU-h",
+                "detectable_in_budget": "detectable in budget"}, full=design)
+    return shown, pilot_sentence(size, design)
 
 
 def tests(runs: pd.DataFrame, variant: str, baselines, size: str, margin: float = verdict.DEFAULT_MARGIN,
