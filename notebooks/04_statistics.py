@@ -359,9 +359,10 @@ else:
 # %% [markdown]
 # **What each pilot fixes**, computed from its runs (`rrlib.report.power_study.pilot_design`): the paired SD on
 # `fixed_loss` (the compare engine's test on seeds 0–3), the seeds at which it detects 0.010 nats, and the
-# design's cost at the pilot's measured CPU-minutes per run, against the 12 CPU-hours a design is given; where the
-# target lies beyond them, the seeds those hours buy and the gap they would detect. The pilots' minutes were
-# measured with a second training process (and at times the test suite) beside them, as the design's runs were.
+# design's cost at the pilot's median CPU-minutes per run, against the 12 CPU-hours a design is given; where the
+# target lies beyond them, the seeds those hours buy and the gap they would detect. The median, because a run that
+# shared its core with other work prices the whole design otherwise; what the design's runs took in all is given
+# under its verdict, from their own result files.
 
 # %%
 power_root = power_root or str(Path(out_root).parent / "power" / "runs")

@@ -285,8 +285,8 @@ if wide is not None:
 
 # %% [markdown]
 # What the pilot fixes, computed from its runs for each of the two questions (`rrlib.report.power_study.pilot`,
-# as on page 04): each question's paired SDs, the seeds each needs, and its cost at the pilot's CPU-minutes per run,
-# against the 12 CPU-hours a design is given. The design trains the four rules at the larger count.
+# as on page 04): each question's paired SDs, the seeds each needs, and its cost at the pilot's median CPU-minutes
+# per run, against the 12 CPU-hours a design is given. The design trains the four rules at the larger count.
 
 # %%
 power_root = power_root or str(Path(out_root).parent / "power" / "runs")

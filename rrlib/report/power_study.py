@@ -49,14 +49,16 @@ def pilot_design(runs: pd.DataFrame, variant: str, baselines, target: float, pil
     """The design a pilot fixes, one row per baseline: the paired SD it met (``verdict.compare_pairs``, as the
     compare engine's ``--detect`` reads it), the detectable gap at the pilot's seeds, and the seeds at which that SD
     detects ``target`` (80 % power, α); then the design, one for all baselines (the most seeds any needs, since the
-    variant's runs are shared): its runs, and its CPU-hours at the pilot's mean minutes per run (one process on one
-    thread each). Beside them, what ``budget`` CPU-hours would buy: the seeds it affords and the gap those detect.
+    variant's runs are shared): its runs, and its CPU-hours at the pilot's median minutes per run (one process on
+    one thread each; the median, since a run that shared its core with other work would otherwise price the whole
+    design: two of the micro pilot's twelve took 18 and 20 minutes beside a median of 3.7). Beside them, what
+    ``budget`` CPU-hours would buy: the seeds it affords and the gap those detect.
     """
     pilot = runs[runs["seed"].isin(range(pilot_seeds))]
     rows = verdict.compare_pairs(pilot, [variant], list(baselines), alpha=alpha)
     needed = [verdict.seeds_needed(sd, target, alpha) for sd in rows["sd"]]
     design_seeds = None if any(n is None for n in needed) else max(needed)
-    arms, minutes = 1 + len(list(baselines)), float(pilot["minutes"].mean())
+    arms, minutes = 1 + len(list(baselines)), float(pilot["minutes"].median())
     affordable = int(budget * 60 // (arms * minutes))
     return pd.DataFrame({
         "variant": variant, "baseline": rows["baseline"], "pilot_seeds": rows["seeds"], "sd": rows["sd"],
