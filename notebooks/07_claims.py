@@ -329,10 +329,13 @@ def no_gain_row(claim, tests, where, correction, evidence):
     k = ledger.binding(below)
     chosen = gains.loc[gains["p_holm"].idxmin()] if len(gains) else tests.iloc[k]
     p_margin = np.nan if len(gains) else float(below[k])
+    # a significant gain decides the row, so the margin's p is not computed for it (and would print as nan)
+    decided_by = (f"a significant gain over {chosen['baseline']} (Holm p {chosen['p_holm']:.2g})" if len(gains) else
+                  f"one-sided p that the gain is below {review_margin:.4f} nats: {p_margin:.2g}")
     return ledger.row(
         "Review", claim,
         f"Review's paired gaps, {len(tests)} comparisons at {where} ({chosen['size']} vs {chosen['baseline']} shown); "
-        f"one-sided p that the gain is below {review_margin:.4f} nats: {p_margin:.2g}",
+        f"{decided_by}",
         ledger.judge("null", chosen["paired_gap"], chosen["p_holm"], p_margin, alpha=alpha), evidence,
         chosen["paired_gap"], chosen["ci_low"], chosen["ci_high"], chosen["p_holm"], correction, review_margin,
         chosen["mde"], review_margin)
