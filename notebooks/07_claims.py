@@ -313,6 +313,10 @@ else:
 # Once page 04's powered design has finished (sized for a detectable gap of 0.010 nats, where the 5-seed sizes
 # detect 0.019–0.046), the CPU row reads it alone: the 5-seed sizes could not have seen the paper's effect, and
 # adding them to its Holm family would only weaken the test.
+#
+# A "no gain" row is tested against each baseline, not against the pair: the paper's result paragraph says that
+# "through 320M the differences from both baselines are within noise", so a significant gain over either baseline
+# (Highway as much as standard) contradicts it, even where Review loses to the other.
 
 # %%
 def gaps_at(tests, sizes):
