@@ -25,6 +25,9 @@ def test_bench_writes_its_result_file(tiny_result):
     for key in ("device", "torch_version", "git_commit", "precision", "peak_flops_source", "peak_memory_kind"):
         assert result[key]
     assert result["precision"] == "fp32" and result["peak_flops"] is None and result["sweep"] is None
+    # the absolute --out and --paper-csv it was given are recorded without the machine's folders
+    assert "--out tiny.json --paper-csv none.csv" in result["command"] and str(tiny_result.parent) not in \
+        result["command"]
     cpu = result["cpu"]  # the CPU, and the instruction sets its kernels were dispatched to and built for
     assert cpu["model"] and cpu["aten_capability"] == torch.backends.cpu.get_cpu_capability()
     assert cpu["march"] is None or {k: cpu[k] for k in ("march", "extensions")} == native.target_isa()

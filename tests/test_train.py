@@ -299,3 +299,13 @@ def test_a_finishing_run_writes_no_checkpoint_it_would_delete(tmp_path, monkeypa
                       str(tmp_path))
     assert train_run(run, progress=False)["status"] == "finished"
     assert saved == [15] and not (run.run_dir / "ckpt.pt").exists()
+
+
+def test_recorded_arguments_carry_no_machine_path(tmp_path):
+    from rrlib.runs.config import PROJECT_ROOT
+    from rrlib.runs.provenance import portable_arguments
+
+    inside = PROJECT_ROOT / "outputs" / "bench" / "x.json"
+    assert portable_arguments(["--out", str(tmp_path / "a.json"), f"--data-path={tmp_path / 'b.txt'}", str(inside),
+                               "outputs/runs", "--seed", "3"]) == \
+        ["--out", "a.json", "--data-path=b.txt", "outputs/bench/x.json", "outputs/runs", "--seed", "3"]

@@ -41,12 +41,25 @@ def git_commit() -> str:
         return "unknown"
 
 
+def portable_arguments(argv) -> list[str]:
+    """Command-line arguments without the machine's paths: an absolute path (alone or after ``--flag=``) becomes
+    its path inside the project, or its file name outside it (a result file travels between machines)."""
+    def portable(arg: str) -> str:
+        flag, sep, value = arg.partition("=") if arg.startswith("--") else ("", "", arg)
+        if not os.path.isabs(value):
+            return arg
+        path = Path(value)
+        shown = path.relative_to(PROJECT_ROOT).as_posix() if path.is_relative_to(PROJECT_ROOT) else path.name
+        return flag + sep + shown
+    return [portable(str(arg)) for arg in argv]
+
+
 def command_line() -> str:
-    """How this process was started, without the machine's paths (a result file travels between machines)."""
+    """How this process was started, without the machine's paths (``portable_arguments``)."""
     if sys.argv[0].endswith("__main__.py"):
-        return " ".join(["python -m rrlib", *sys.argv[1:]])
+        return " ".join(["python -m rrlib", *portable_arguments(sys.argv[1:])])
     if Path(sys.argv[0]).name == "rrlib":  # the console script
-        return " ".join(["rrlib", *sys.argv[1:]])
+        return " ".join(["rrlib", *portable_arguments(sys.argv[1:])])
     return f"{Path(sys.argv[0]).name} (through the Python API)"  # e.g. a notebook kernel: its arguments are not ours
 
 

@@ -52,7 +52,7 @@ from ..runs.output_paths import FILE, checked_output
 from ..runs.token_cache import load_token_data
 from ..runs.device import autocast_factory, pick_device, resolve_precision
 from ..runs.presets import resolve_run
-from ..runs.provenance import device_name, git_commit
+from ..runs.provenance import device_name, git_commit, portable_arguments
 from ..version import __version__
 from .peaks import resolve_peak
 from .arguments import parse_args
@@ -163,7 +163,7 @@ def main(argv=None) -> int:
                             f"outputs/bench/{device.type}-{'-'.join(args.size) or 'tokenize'}.json")
     checked_output(out_path, "--out", FILE, beside=(".md",))  # before anything is measured, not after
     result = {
-        "command": "python -m rrlib bench " + " ".join(argv),
+        "command": "python -m rrlib bench " + " ".join(portable_arguments(argv)),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "git_commit": git_commit(),
         "rrlib_version": __version__, "torch_version": torch.__version__, "python": platform.python_version(),
         "device": device_name(device), "cpu": cpu_description(), "precision": precision,
