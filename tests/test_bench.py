@@ -1,4 +1,6 @@
 """The speed benchmark: its result file, the peak-FLOP/s table and MFU, the sweep's hours, its errors."""
+import contextlib
+import io
 import json
 
 import pytest
@@ -14,9 +16,12 @@ from rrlib.speed import bench, peaks, pricing, timing
 @pytest.fixture(scope="module")
 def tiny_result(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench") / "tiny.json"
-    assert bench.main(["--size", "tiny", "--variants", "review,highway,standard", "--device", "cpu",
-                       "--steps", "2", "--warmup", "1", "--repeats", "2", "--out", str(out),
-                       "--paper-csv", str(out.parent / "none.csv")]) == 0
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert bench.main(["--size", "tiny", "--variants", "review,highway,standard", "--device", "cpu",
+                           "--steps", "2", "--warmup", "1", "--repeats", "2", "--out", str(out),
+                           "--paper-csv", str(out.parent / "none.csv")]) == 0
+    (out.parent / "printed.txt").write_text(printed.getvalue())  # what a log of the call would hold
     return out
 
 
@@ -28,6 +33,10 @@ def test_bench_writes_its_result_file(tiny_result):
     # the absolute --out and --paper-csv it was given are recorded without the machine's folders
     assert "--out tiny.json --paper-csv none.csv" in result["command"] and str(tiny_result.parent) not in \
         result["command"]
+    # and so is what it prints, which gpu_bench.sh keeps as its committed log
+    printed = (tiny_result.parent / "printed.txt").read_text()
+    (wrote,) = [line for line in printed.splitlines() if line.startswith("wrote ")]
+    assert wrote == "wrote tiny.json and tiny.md"
     cpu = result["cpu"]  # the CPU, and the instruction sets its kernels were dispatched to and built for
     assert cpu["model"] and cpu["aten_capability"] == torch.backends.cpu.get_cpu_capability()
     assert cpu["march"] is None or {k: cpu[k] for k in ("march", "extensions")} == native.target_isa()

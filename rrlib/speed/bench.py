@@ -205,7 +205,8 @@ def main(argv=None) -> int:
         result["tokenize"] = bench_tokenize(project_path(given_path(args.tokenize)), gpt2_dir)
     report = save(out_path, result)
     print(report)
-    print(f"\nwrote {out_path} and {out_path.with_suffix('.md').name}")
+    # printed as recorded: gpu_bench.sh keeps the output as a log that travels with the result files
+    print(f"\nwrote {portable_arguments([str(out_path)])[0]} and {out_path.with_suffix('.md').name}")
     return 0
 
 
