@@ -171,3 +171,29 @@ def test_report_compare_adds_the_verdict_page_to_the_index(tmp_path, monkeypatch
     (out / index.COMPARISONS / f"{name}.html").write_bytes(page.read_bytes())
     text = index.write_index(out, ["An abstract."]).read_text()
     assert '<a href="compare/token_gate.html">token_gate</a>: is token_gate better than standard?' in text
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_shards_split_the_missing_runs_not_the_grid(monkeypatch, n):
+    """Where one rule's runs are all finished, each shard still gets its share of the missing ones (a split of the
+    whole seed-major grid would give shard 0 of 2 every missing run of a two-rule comparison)."""
+    from types import SimpleNamespace
+
+    from rrlib.compare import engine
+
+    seeds = list(range(7))
+    finished = [(SimpleNamespace(variant="standard", seed=s), {"status": "finished"}) for s in seeds]
+    missing = [SimpleNamespace(variant="mgr", seed=s) for s in seeds]
+    monkeypatch.setattr(engine, "resolved", lambda req, seeds: None)  # no model is built: plan below answers
+    monkeypatch.setattr(engine, "plan", lambda runs, move_aside=False: (finished, missing))
+    monkeypatch.setattr(engine, "describe", lambda done, todo, log: None)
+    trained = []
+    monkeypatch.setattr(engine, "run_sweep", lambda size, **kw: trained.append(kw["cells"]))
+    lines = []
+    for k in range(n):
+        request = engine.Request("tiny", ["mgr"], ["standard"], seeds=seeds, shard=(k, n))
+        assert engine.train(request, seeds, lines.append) is None  # the other shards' runs are still missing
+    assert len(trained) == n
+    assert sorted(cell for share in trained for cell in share) == [("mgr", s) for s in seeds]  # each run once
+    assert max(map(len, trained)) - min(map(len, trained)) <= 1
+    assert f"[compare] shard 0/{n} trains {len(trained[0])} of the 7 missing runs" in lines

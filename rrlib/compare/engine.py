@@ -125,9 +125,15 @@ def train(req: Request, seeds, log) -> list[tuple[RunConfig, dict]] | None:
     runs are still missing."""
     done, todo = plan(resolved(req, seeds), req.move_aside)
     describe(done, todo, log)
-    if todo:
-        run_sweep(req.size, req.rules, list(seeds), req.overrides, req.runs_root, req.shard, log=log,
-                  move_aside=req.move_aside, allow_slow=req.allow_slow)
+    k, n = req.shard
+    # the shard splits the runs still missing, not the whole grid: where one rule's runs are all finished, a split
+    # of the grid would hand every missing run to the shards that hold the other rule's cells
+    mine = todo[k::n]
+    if n > 1 and todo:
+        log(f"[compare] shard {k}/{n} trains {len(mine)} of the {len(todo)} missing runs")
+    if mine:
+        run_sweep(req.size, log=log, out_root=req.runs_root, overrides=req.overrides, move_aside=req.move_aside,
+                  allow_slow=req.allow_slow, cells=[(run.variant, run.seed) for run in mine])
     done, todo = plan(resolved(req, seeds))
     if todo:
         log(f"[compare] {len(todo)} runs of the comparison are not finished (other shards'): run them, then this "

@@ -74,12 +74,14 @@ class SweepIncomplete(ConfigError):
 
 def run_sweep(size: str, variants=None, seeds=None, overrides: dict | None = None, out_root: str = "outputs/runs",
               shard: tuple[int, int] = (0, 1), progress: bool = True, log=print, move_aside: bool = False,
-              allow_slow: bool | None = None) -> pd.DataFrame:
+              allow_slow: bool | None = None, cells: list[tuple[str, int]] | None = None) -> pd.DataFrame:
     """Run what is not done yet; return this size's results table (also written as results.csv).
 
-    Raises SweepIncomplete at the end, after every other cell has run, if any cell could not run.
+    ``cells``, (variant, seed) pairs, replaces the grid of ``variants`` x ``seeds`` and its ``shard`` (the compare
+    engine passes its share of the runs still missing). Raises SweepIncomplete at the end, after every other cell
+    has run, if any cell could not run.
     """
-    cells = grid(size, variants, seeds, shard)
+    cells = grid(size, variants, seeds, shard) if cells is None else cells
     runs = [resolve_run(size, v, s, overrides, out_root) for v, s in cells]  # every error before any training
     size = size_name(size)  # a preset file's runs are filed under its name
     for run in runs:
