@@ -22,6 +22,11 @@ def rows(bench: Path = BENCH) -> dict:
     return found
 
 
+def flat(path: Path) -> str:
+    """A page's text with every run of whitespace as one space: a quoted phrase may wrap anywhere."""
+    return " ".join(path.read_text(encoding="utf-8").split())
+
+
 def cell(r: dict) -> str:
     return f"{r['tokens_per_s'] / 1e3:,.0f}k · {r['mfu'] * 100:.1f} %"
 
@@ -56,11 +61,11 @@ def test_the_quoted_sweep_hours_are_the_pricings():
     prices = {p["label"]: p for p in json.loads((BENCH / "sweep.json").read_text())["prices"]}
     tf32 = prices["tf32, eager (the paper's configuration)"]["total_hours"]
     bf16 = prices["bf16, eager"]["total_hours"]
-    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    readme = flat(ROOT / "README.md")
     assert f"prices at {tf32:.1f} H200-hours in TF32 eager" in readme
     assert f"and {bf16:.1f} in bf16 eager" in readme
     assert f"reports {prices['bf16, eager']['paper_reported_hours']:.1f}" in readme
-    speed = " ".join((ROOT / "docs" / "speed.md").read_text(encoding="utf-8").split())
+    speed = flat(ROOT / "docs" / "speed.md")
     compiled = prices["bf16, compiled"]["measured_hours"]
     assert f"{tf32:.1f} H200-hours in TF32 eager" in speed and f"{bf16:.1f} in bf16 eager" in speed
     assert f"prices Review's and standard's runs at {compiled:.1f} hours" in speed
@@ -77,7 +82,7 @@ def test_the_run_to_run_paragraph_is_the_two_runs():
 
     eager = [k for k in now if k[0] != "compiled"]
     compiled_150m_up = [k for k in now if k[0] == "compiled" and k[1] != "60m"]
-    speed = " ".join((ROOT / "docs" / "speed.md").read_text(encoding="utf-8").split())
+    speed = flat(ROOT / "docs" / "speed.md")
     commit = json.loads((EARLIER / "eager-60m.json").read_text())["git_commit"][:7]
     assert f"at commit {commit} (`outputs/bench/h200-earlier/`" in speed
     assert f"repeated within {largest_change(eager)} in tokens/s" in speed

@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 from torch.nn.attention import SDPBackend
 
-from ..home import IN_CHECKOUT
+from ..home import IN_CHECKOUT, given_path
 from ..model import sdpa_head_dim
 from .config import PROJECT_ROOT
 
@@ -41,16 +41,22 @@ def git_commit() -> str:
         return "unknown"
 
 
+def portable_path(value) -> str:
+    """A path as a file that travels between machines records it: an absolute one becomes its path inside the
+    project, or its file name outside it; a relative one stays as given."""
+    value = str(value)
+    if not os.path.isabs(value):
+        return value
+    shown = given_path(value)  # the library's form: relative inside the project, else still absolute
+    return Path(shown).name if os.path.isabs(shown) else shown
+
+
 def portable_arguments(argv) -> list[str]:
-    """Command-line arguments without the machine's paths: an absolute path (alone or after ``--flag=``) becomes
-    its path inside the project, or its file name outside it (a result file travels between machines)."""
+    """Command-line arguments without the machine's paths: each path argument, alone or after ``--flag=``, as
+    ``portable_path`` shows it."""
     def portable(arg: str) -> str:
         flag, sep, value = arg.partition("=") if arg.startswith("--") else ("", "", arg)
-        if not os.path.isabs(value):
-            return arg
-        path = Path(value)
-        shown = path.relative_to(PROJECT_ROOT).as_posix() if path.is_relative_to(PROJECT_ROOT) else path.name
-        return flag + sep + shown
+        return flag + sep + portable_path(value)
     return [portable(str(arg)) for arg in argv]
 
 

@@ -52,7 +52,7 @@ from ..runs.output_paths import FILE, checked_output
 from ..runs.token_cache import load_token_data
 from ..runs.device import autocast_factory, pick_device, resolve_precision
 from ..runs.presets import resolve_run
-from ..runs.provenance import device_name, git_commit, portable_arguments
+from ..runs.provenance import device_name, git_commit, portable_arguments, portable_path
 from ..version import __version__
 from .peaks import resolve_peak
 from .arguments import parse_args
@@ -206,7 +206,7 @@ def main(argv=None) -> int:
     report = save(out_path, result)
     print(report)
     # printed as recorded: gpu_bench.sh keeps the output as a log that travels with the result files
-    print(f"\nwrote {portable_arguments([str(out_path)])[0]} and {out_path.with_suffix('.md').name}")
+    print(f"\nwrote {portable_path(out_path)} and {out_path.with_suffix('.md').name}")
     return 0
 
 
