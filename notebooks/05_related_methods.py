@@ -89,7 +89,7 @@ import pandas as pd
 import seaborn as sns
 
 from rrlib import GPT, RULES, load_preset, resolve_run, results_table
-from rrlib.report import loading, looped_study, plots, power_study, stats, tables, verdict
+from rrlib.report import loading, looped_study, plots, power_study, stats, tables
 from rrlib.runs.arguments import loaded_rules, seed_list, variant_list
 from rrlib.runs.config import run_folder
 from rrlib.runs.data import unigram_entropy
@@ -306,17 +306,11 @@ for question, against in power_questions.items():
 # in place of the 3-seed family comparison above, which could not have seen a gain of 0.017 nats.
 
 # %%
-power_variants = ["standard", "attnres", "delta_attnres", "mgr"]
-design_runs, waiting = power_study.finished_design(power_root, power_size, power_variants, power_seeds)
-if design_runs is None:
-    print(waiting)
-else:
-    power_tests = pd.concat([power_study.tests(design_runs, v, against, power_size)
-                             for v, against in power_questions.items()], ignore_index=True)
-    display(power_study.shown_tests(power_tests, "05_power_tests", figures_dir))
-    print(power_study.regime_sentence(power_root, power_size, design_runs))
-    for row in power_tests.to_dict("records"):
-        print(verdict.sentence(row))
+power_tests, shown, lines = power_study.design_verdict(power_root, power_size, power_questions, power_seeds,
+                                                      "05_power_tests", figures_dir)
+if shown is not None:
+    display(shown)
+print("\n".join(lines))
 
 # %% [markdown]
 # ## The powered looped study: its pilot and design, fixed before its runs

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The powered CPU studies (issue: designs sized from a pilot): Review against standard and Highway at two widths
-# at 17 tokens per parameter (review_power_micro, review_power_mini), and Delta AttnRes, AttnRes and MGR against
+# at 17 tokens per parameter (review_power_micro, review_power_mini; at mini the budget holds Review against
+# Highway alone, notebook 04 says why), and Delta AttnRes, AttnRes and MGR against
 # standard at 4x the family's steps (family_power). Each size is one sweep, JOBS at a time (default 2), each on
 # one thread; finished runs are skipped, so a second call resumes. SEEDS picks the seeds (default: the pilot's).
 #   SEEDS=0,1,2,3 JOBS=2 bash scripts/power_study.sh
@@ -30,7 +31,8 @@ if [ "${1:-}" = "--design" ]; then
   # --allow-slow: a design spans sittings (it resumes), so its whole cost may exceed the one-call CPU guard
   design review_power_micro --size review_power_micro --variants review --against standard,highway --seeds 37 &&
   design family_power_delta --size family_power --variants delta_attnres --against standard,attnres --seeds 47 &&
-  design family_power_mgr --size family_power --variants mgr --against standard --seeds 47
+  design family_power_mgr --size family_power --variants mgr --against standard --seeds 47 &&
+  design review_power_mini --size review_power_mini --variants review --against highway --seeds 10
   exit $?
 fi
 SEEDS=${SEEDS:-0,1,2,3}

@@ -96,6 +96,11 @@ def test_the_pilot_fixes_the_seeds_its_largest_paired_sd_needs_and_prices_them_a
     sentence = power_study.pilot_sentence("micro", design.reset_index())
     assert f"{need} seeds detect 0.01 nats" in sentence and "beyond the 12 given" in sentence
     assert "40 seeds would detect" in sentence
+    # each comparison priced alone: two rules at the seeds it needs
+    assert design.loc["highway", "comparison_cpu_hours"] == pytest.approx(
+        2 * design.loc["highway", "seeds_needed"] * 6.0 / 60)
+    assert (f"Alone, review against standard needs {design.loc['standard', 'seeds_needed']} seeds, "
+            f"{2 * design.loc['standard', 'seeds_needed']} runs") in sentence
     cheap = power_study.pilot_design(table.assign(minutes=0.1), "review", ["highway"], 0.010)
     assert bool(cheap["within_budget"].iloc[0])
     assert "within the 12 given" in power_study.pilot_sentence("micro", cheap)

@@ -52,7 +52,9 @@ def pilot_design(runs: pd.DataFrame, variant: str, baselines, target: float, pil
     variant's runs are shared): its runs, and its CPU-hours at the pilot's median minutes per run (one process on
     one thread each; the median, since a run that shared its core with other work would otherwise price the whole
     design: two of the micro pilot's twelve took 18 and 20 minutes beside a median of 3.7). Beside them, what
-    ``budget`` CPU-hours would buy: the seeds it affords and the gap those detect.
+    ``budget`` CPU-hours would buy: the seeds it affords and the gap those detect. And each comparison alone (the
+    variant and that baseline, at the seeds it needs): its CPU-hours, since the budget is one comparison's and a
+    joint design beyond it may still hold a comparison within it.
     """
     pilot = runs[runs["seed"].isin(range(pilot_seeds))]
     rows = verdict.compare_pairs(pilot, [variant], list(baselines), alpha=alpha)
@@ -66,6 +68,7 @@ def pilot_design(runs: pd.DataFrame, variant: str, baselines, target: float, pil
         "design_seeds": design_seeds, "design_runs": None if design_seeds is None else arms * design_seeds,
         "minutes_per_run": minutes,
         "design_cpu_hours": np.nan if design_seeds is None else arms * design_seeds * minutes / 60,
+        "comparison_cpu_hours": [np.nan if n is None else 2 * n * minutes / 60 for n in needed],
         "budget_cpu_hours": budget, "within_budget": design_seeds is not None and
         arms * design_seeds * minutes / 60 <= budget, "budget_seeds": affordable,
         "detectable_in_budget": [stats.detectable_gap(sd, affordable, alpha) for sd in rows["sd"]]})
@@ -88,7 +91,19 @@ def pilot_sentence(size: str, design: pd.DataFrame) -> str:
             f"{int(first['budget_seeds'])} seeds would detect "
             + ", ".join(f"{r.detectable_in_budget:.4f} against {r.baseline}" for r in design.itertuples())
             + f"; the target needs {first['design_cpu_hours'] / first['budget_cpu_hours']:.2f}× the budget "
-            f"(a GPU, or a smaller SD from a longer or quieter regime)")
+            f"(a GPU, or a smaller SD from a longer or quieter regime)" + alone(design))
+
+
+def alone(design: pd.DataFrame) -> str:
+    """Each comparison of a joint design priced alone (two rules at the seeds it needs), for a design beyond the
+    budget with more than one baseline; else nothing."""
+    if len(design) < 2:
+        return ""
+    return ". Alone, " + "; ".join(
+        f"{r.variant} against {r.baseline} needs " + ("more than 1,000 seeds" if pd.isna(r.comparison_cpu_hours) else
+                                                     f"{int(r.seeds_needed)} seeds, {2 * int(r.seeds_needed)} runs, "
+                                                     f"about {r.comparison_cpu_hours:.1f} CPU-hours")
+        for r in design.itertuples())
 
 
 def pilot(root: str, size: str, variant: str, baselines, target: float, name: str, figures_dir=None,
@@ -104,12 +119,13 @@ def pilot(root: str, size: str, variant: str, baselines, target: float, name: st
     design = pilot_design(runs, variant, baselines, target, alpha=alpha)
     shown = tables.reader_table(
         design.set_index(["variant", "baseline"]), name, figures_dir,
-        columns=["pilot_seeds", "sd", "detectable_pilot", "seeds_needed", "design_seeds", "design_cpu_hours",
-                 "budget_seeds", "detectable_in_budget"],
-        formats={"sd": "{:.4f}", "detectable_pilot": "{:.4f}", "design_cpu_hours": "{:.1f}",
-                 "detectable_in_budget": "{:.4f}"},
+        columns=["pilot_seeds", "sd", "detectable_pilot", "seeds_needed", "comparison_cpu_hours", "design_seeds",
+                 "design_cpu_hours", "budget_seeds", "detectable_in_budget"],
+        formats={"sd": "{:.4f}", "detectable_pilot": "{:.4f}", "comparison_cpu_hours": "{:.1f}",
+                 "design_cpu_hours": "{:.1f}", "detectable_in_budget": "{:.4f}"},
         rename={"pilot_seeds": "pilot seeds", "sd": "paired SD", "detectable_pilot": "detectable at the pilot",
-                "seeds_needed": f"seeds to detect {target:g}", "design_seeds": "design's seeds",
+                "seeds_needed": f"seeds to detect {target:g}", "comparison_cpu_hours": "CPU-h, this comparison alone",
+                "design_seeds": "design's seeds",
                 "design_cpu_hours": "design CPU-h", "budget_seeds": f"seeds in {BUDGET_CPU_HOURS:g} CPU-h",
                 "detectable_in_budget": "detectable in budget"}, full=design)
     return shown, pilot_sentence(size, design)
@@ -123,6 +139,23 @@ def tests(runs: pd.DataFrame, variant: str, baselines, size: str, margin: float 
     for engine, page in TEST_NAMES.items():
         rows[page] = rows[engine]
     return rows.assign(size=size)
+
+
+def design_verdict(root: str, size: str, questions: dict, n_seeds: int, name: str, figures_dir=None,
+                   alpha: float = verdict.ALPHA):
+    """A design's verdict as a page shows it: one compare call per question (a variant and its baselines, Holm
+    within each), read only once every run of the design (seeds 0 to ``n_seeds`` - 1 of every rule the questions
+    name) has finished. Returns the tests, their table ``name`` (``shown_tests``) and the lines to print: the
+    regime sentence and one verdict sentence per comparison; while runs are missing, None, None and how many have
+    finished."""
+    rules = list(dict.fromkeys(rule for variant, against in questions.items() for rule in (variant, *against)))
+    runs, waiting = finished_design(root, size, rules, n_seeds)
+    if runs is None:
+        return None, None, [waiting]
+    rows = pd.concat([tests(runs, variant, against, size, alpha=alpha) for variant, against in questions.items()],
+                     ignore_index=True)
+    return (rows, shown_tests(rows, name, figures_dir),
+            [regime_sentence(root, size, runs), *(verdict.sentence(row) for row in rows.to_dict("records"))])
 
 
 def late_fall(run_dir, steps: int = LATE_STEPS) -> float:
