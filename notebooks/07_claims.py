@@ -70,7 +70,8 @@ from scipy.stats import t as t_dist
 import torch
 
 from rrlib.model import GPT, count_params
-from rrlib.report import claims_study, gates, ledger, loading, looped_study, plots, probes, stats, tables, verdict
+from rrlib.report import (claims_study, gates, ledger, loading, looped_study, plots, power_study, probes, stats,
+                          tables, verdict)
 from rrlib.runs.arguments import seed_list
 from rrlib.runs.config import project_path
 from rrlib.runs.presets import load_preset, resolve_run
@@ -122,7 +123,10 @@ def two_rules(table, variant, baselines):
 rows = []
 DELTA_GAIN = float(np.log(1.017))  # nats: the Delta paper's smallest gain, 1.7 % lower perplexity
 paper_tests, ours_tests = page_table("04_paper_tests"), page_table("04_ours_tests")
-power_tests = page_table("04_power_tests")  # page 04's powered design, once all its runs have finished
+# page 04's powered designs at two widths, each once all its runs have finished: one family for the claim they
+# share, Holm over all their comparisons (page 04 shows each design's own)
+power_items = [name for name in ("04_power_tests", "04_power_tests_mini") if page_table(name) is not None]
+power_tests = power_study.pooled([page_table(name) for name in power_items])
 # the Review paper's own effects: the gap of the means (the paper's reading) at the sizes where it reports a gain;
 # the smallest is the margin of every "no gain" claim (a gain smaller than the paper's is no gain in its sense)
 review_gains = (None if paper_tests is None else
@@ -346,11 +350,13 @@ def no_gain_row(claim, tests, where, correction, evidence):
 
 
 if power_tests is not None and paper_tests is not None:
+    fewest, most = int(power_tests["paired_n"].min()), int(power_tests["paired_n"].max())
+    designs = "designs" if len(power_items) > 1 else "design"
     rows.append(no_gain_row("(d) no gain at small sizes, at CPU scale", power_tests,
-                            f"{power_tests['size'].iloc[0]}, the powered design ({int(power_tests['paired_n'].min())} "
-                            "seeds, fixed_loss)",
-                            f"Holm over the design's {len(power_tests)} comparisons for a gain; every comparison "
-                            "below the margin", link("04_statistics", "04_power_tests")))
+                            f"{', '.join(power_tests['size'].unique())}, the powered {designs} "
+                            f"({fewest if fewest == most else f'{fewest}–{most}'} seeds, fixed_loss)",
+                            f"Holm over the {len(power_tests)} comparisons of page 04's powered {designs} for a gain; "
+                            "every comparison below the margin", link("04_statistics", *power_items)))
 elif ours_tests is None or paper_tests is None:
     rows.append(ledger.row("Review", "(d) no gain at small sizes, at CPU scale", "", missing("04_ours_tests"), ""))
 else:

@@ -112,3 +112,13 @@ def test_a_pilot_is_read_only_once_all_its_runs_have_finished(tmp_path):
     assert shown is not None and "the pilot's paired SD is" in sentence
     shown, sentence = power_study.pilot(str(tmp_path), "review_power_micro", "review", ["standard"], 0.010, "pilot")
     assert shown is None and sentence.startswith("review_power_micro: 0 of its pilot's 8 runs")
+
+
+def test_designs_pooled_for_one_claim_are_one_holm_family():
+    micro = pd.DataFrame({"size": "micro", "baseline": ["standard", "highway"], "p": [0.01, 0.04], "p_holm": [0.02, 0.04]})
+    mini = pd.DataFrame({"size": "mini", "baseline": ["highway"], "p": [0.02], "p_holm": [0.02]})
+    both = power_study.pooled([micro, None, mini])
+    assert list(both["size"]) == ["micro", "micro", "mini"]
+    assert list(both["p_holm"]) == pytest.approx([0.03, 0.04, 0.04])  # 3 × 0.01, then max(2 × 0.02, ...), 0.04
+    assert list(power_study.pooled([micro])["p_holm"]) == pytest.approx([0.02, 0.04])  # alone: its own Holm
+    assert power_study.pooled([None, None]) is None

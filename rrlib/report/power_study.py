@@ -158,6 +158,17 @@ def design_verdict(root: str, size: str, questions: dict, n_seeds: int, name: st
             [regime_sentence(root, size, runs), *(verdict.sentence(row) for row in rows.to_dict("records"))])
 
 
+def pooled(designs) -> pd.DataFrame | None:
+    """Several designs' tests (``tests`` tables; None for one not yet finished) as one family, for a claim they all
+    bear on: their rows, with Holm over every comparison of them all (each design's own table is Holm within
+    itself). None when no design has finished."""
+    finished = [rows for rows in designs if rows is not None]
+    if not finished:
+        return None
+    rows = pd.concat(finished, ignore_index=True)
+    return rows.assign(p_holm=stats.holm(rows["p"]))
+
+
 def late_fall(run_dir, steps: int = LATE_STEPS) -> float:
     """How far the run's held-out ``fixed_loss`` fell over its last ``steps`` steps: the value at the last
     evaluation at least ``steps`` before the final one, minus the final one's (> 0: still falling). NaN when the
