@@ -250,6 +250,21 @@ def test_the_abstract_states_each_finding_from_the_tables_and_leaves_out_missing
     assert "still running; no verdict yet" in lines[2]
 
 
+def test_the_abstract_gives_each_powered_design_in_the_compare_engines_words():
+    micro = pd.DataFrame({"size": "micro", "variant": "review", "baseline": ["highway", "standard"], "seeds": 37,
+                          "gap": [0.0245, 0.001], "p_holm": [1.3e-6, 0.4], "p_equivalent_holm": [1.0, 0.2],
+                          "margin": 0.01, "detectable": [0.0117, 0.0092], "verdict": ["better", "inconclusive"]})
+    family = pd.DataFrame({"size": "family_power", "variant": "mgr", "baseline": ["standard"], "seeds": 47,
+                           "gap": [0.0038], "p_holm": [0.21], "p_equivalent_holm": [0.021], "margin": 0.01,
+                           "detectable": [0.0085], "verdict": ["equivalent"]})
+    assert index.powered_finding([None, None]) is None
+    assert index.powered_finding([micro, None, family]) == (
+        "Powered designs (seed counts fixed from pilots before their runs, for the papers' effects): at micro "
+        "(37 seeds, detecting 0.009–0.012 nats) review is better than highway (+0.0245 nats, Holm p 1.3e-06), review "
+        "against standard is inconclusive (+0.0010 nats, Holm p 0.4); at family_power (47 seeds, detecting 0.009 "
+        "nats) mgr is equivalent to standard within ±0.01 nats (TOST Holm p 0.021).")
+
+
 def test_the_abstracts_looped_verdict_is_the_ledgers_not_the_studys(tmp_path):
     """Page 05's primary estimator says "transfers"; page 07 weighs the supplementary runs and says otherwise: the
     abstract repeats page 07."""
@@ -264,7 +279,8 @@ def test_the_abstracts_looped_verdict_is_the_ledgers_not_the_studys(tmp_path):
     assert "+0.00 [-0.27, +0.28], 5 seeds, TOST p 0.088" in found
 
 
-NUMBER = re.compile(r"(?<![\w.])[-+−]?\d+\.\d+")  # a measured number: with a decimal point (counts are integers)
+# a measured number: with a decimal point (counts are integers), in full where it has an exponent (a small p)
+NUMBER = re.compile(r"(?<![\w.])[-+−]?\d+\.\d+(?:e[-+]\d+)?")
 
 
 def table_cells(tables: Path) -> set[str]:
@@ -290,6 +306,7 @@ def test_the_abstract_check_sees_a_number_that_is_no_cell(tmp_path):
     pd.DataFrame({"x": [0.12345]}).to_csv(tmp_path / "t.csv", index=False)
     cells = table_cells(tmp_path)
     assert {"0.12", "+0.123", "0.1235"} <= cells and "0.124" not in cells and NUMBER.findall("p 0.124, 5 seeds") == ["0.124"]
+    assert NUMBER.findall("Holm p 1.3e-06, 12.5 CPU-hours") == ["1.3e-06", "12.5"]
 
 
 def test_the_ledgers_run_roots_count_for_its_page_only(tmp_path):

@@ -34,3 +34,20 @@ def test_a_changed_table_changes_the_readme_and_an_unknown_block_is_refused(tmp_
     doc.write_text("<!-- rrlib:nonsense -->\n<!-- /rrlib:nonsense -->\n")
     with pytest.raises(ValueError, match="no builder; known blocks: .*depth"):
         readme.update(doc, tables)
+
+
+def test_the_powered_block_lists_every_pilot_then_only_the_finished_designs(tmp_path):
+    pilot = {"variant": "review", "target": 0.01, "pilot_seeds": 4, "sd": 0.0207, "design_seeds": 36,
+             "design_cpu_hours": 67.3}
+    pd.DataFrame([pilot | {"size": "mini", "baseline": "standard", "seeds_needed": 36, "comparison_cpu_hours": 44.8},
+                  pilot | {"size": "mini", "baseline": "highway", "seeds_needed": 10, "comparison_cpu_hours": 12.5}]
+                 ).to_csv(tmp_path / "04_pilot_mini.csv", index=False)
+    block = readme.powered(tmp_path)
+    assert "| `mini` | review vs standard | 0.01 | 4 | 0.0207 | 36 | 44.8 | 36 | 67.3 |" in block
+    assert "| `mini` | review vs highway | 0.01 | 4 | 0.0207 | 10 | 12.5 | 36 | 67.3 |" in block
+    assert block.count("\n| `") == 2  # no design has finished: its table has a header and no rows
+    pd.DataFrame({"size": ["mini"], "variant": "review", "baseline": "highway", "seeds": 10, "gap": 0.012,
+                  "ci_low": 0.004, "ci_high": 0.02, "p_holm": 0.006, "detectable": 0.0098, "p_equivalent_holm": 0.9,
+                  "margin": 0.01, "verdict": "better"}).to_csv(tmp_path / "04_power_tests_mini.csv", index=False)
+    assert ("| `mini` | review vs highway | 10 | +0.0120 [+0.0040, +0.0200] | 0.006 | 0.0098 | 0.9 (±0.01) | "
+            "**better** |") in readme.powered(tmp_path)

@@ -38,6 +38,7 @@ def abstract(tables: Path) -> list[str]:
              "compares the method's family in one harness." + counts]
     for finding in (depth_finding(read("02_final_loss"), claims), review_finding(read("04_ours_tests"),
                                                                                read("04_paper_tests")),
+                    powered_finding([read(name) for name in POWERED_DESIGNS]),
                     size_finding(read("06_gap_factors")), family_finding(read("05_family_summary")),
                     looped_finding(claims, read("05_looped_transfer"))):
         lines += [finding] if finding else []
@@ -109,6 +110,31 @@ def review_finding(ours, paper) -> str | None:
                          f"than {r.baseline} at {r.size} (Holm p {_p(r.p_holm)})" for r in losses.itertuples()))
                      + ", and at no smaller size" * (len(wins) > 0))
     return ("Review against its baselines: " + "; ".join(parts) + ".") if parts else None
+
+
+POWERED_DESIGNS = ("04_power_tests", "04_power_tests_mini", "05_power_tests")  # the pages' finished powered designs
+
+
+def powered_finding(designs) -> str | None:
+    """The powered CPU designs (pages 04 and 05; None for one not finished), each comparison in the compare
+    engine's word: better or worse with its gap and Holm p, equivalent with its margin and TOST Holm p, else
+    inconclusive with its gap; and the gaps each design detects."""
+    def said(r) -> str:
+        if r.verdict in ("better", "worse"):
+            return f"{r.variant} is {r.verdict} than {r.baseline} ({r.gap:+.4f} nats, Holm p {_p(r.p_holm)})"
+        if r.verdict == "equivalent":
+            return (f"{r.variant} is equivalent to {r.baseline} within ±{r.margin:g} nats "
+                    f"(TOST Holm p {_p(r.p_equivalent_holm)})")
+        return f"{r.variant} against {r.baseline} is {r.verdict} ({r.gap:+.4f} nats, Holm p {_p(r.p_holm)})"
+
+    def detects(rows) -> str:
+        low, high = f"{rows['detectable'].min():.3f}", f"{rows['detectable'].max():.3f}"
+        return low if low == high else f"{low}–{high}"
+
+    parts = [f"at {rows['size'].iloc[0]} ({int(rows['seeds'].max())} seeds, detecting {detects(rows)} nats) "
+             + ", ".join(said(r) for r in rows.itertuples()) for rows in designs if rows is not None]
+    return ("Powered designs (seed counts fixed from pilots before their runs, for the papers' effects): "
+            + "; ".join(parts) + ".") if parts else None
 
 
 def size_finding(factors) -> str | None:

@@ -116,7 +116,7 @@ def pilot(root: str, size: str, variant: str, baselines, target: float, name: st
     if len(runs) < len(rules) * PILOT_SEEDS:
         return None, (f"{size}: {len(runs)} of its pilot's {len(rules) * PILOT_SEEDS} runs ({', '.join(rules)} at "
                       f"seeds 0-{PILOT_SEEDS - 1}) have finished under {root}; the design it fixes follows when all have")
-    design = pilot_design(runs, variant, baselines, target, alpha=alpha)
+    design = pilot_design(runs, variant, baselines, target, alpha=alpha).assign(size=size)
     shown = tables.reader_table(
         design.set_index(["variant", "baseline"]), name, figures_dir,
         columns=["pilot_seeds", "sd", "detectable_pilot", "seeds_needed", "comparison_cpu_hours", "design_seeds",

@@ -210,6 +210,27 @@ def looped(tables: Path) -> str:
                                       "paired p", "Holm p"], rows)
 
 
+def powered(tables: Path) -> str:
+    """The powered CPU designs (pages 04 and 05): every pilot's paired SD and the seeds and CPU-hours its target
+    needs, then each finished design's tests by the compare engine."""
+    from .index import POWERED_DESIGNS
+
+    pilots = sorted(tables.glob("0[45]_pilot_*.csv"))
+    rows = [[f"`{r['size']}`", f"{r['variant']} vs {r['baseline']}", f"{r['target']:g}", int(r["pilot_seeds"]),
+             f"{r['sd']:.4f}", "–" if pd.isna(r["seeds_needed"]) else int(r["seeds_needed"]),
+             f"{r['comparison_cpu_hours']:.1f}", int(r["design_seeds"]), f"{r['design_cpu_hours']:.1f}"]
+            for path in pilots for _, r in pd.read_csv(path).iterrows()]
+    first = _markdown(["size", "comparison", "target (nats)", "pilot seeds", "paired SD", "seeds for the target",
+                       "CPU-h, alone", "seeds, all rules", "CPU-h, all rules"], rows)
+    rows = [[f"`{r['size']}`", f"{r['variant']} vs {r['baseline']}", int(r["seeds"]),
+             f"{_signed(r['gap'])} {_interval(r['ci_low'], r['ci_high'])}", _p(r["p_holm"]),
+             f"{r['detectable']:.4f}", f"{_p(r['p_equivalent_holm'])} (±{r['margin']:g})", f"**{r['verdict']}**"]
+            for name in POWERED_DESIGNS if (tables / f"{name}.csv").exists()
+            for _, r in _read(tables, name).iterrows()]
+    return first + "\n" + _markdown(["size", "comparison", "seeds", "baseline − variant, nats [95 %]", "Holm p",
+                                      "detectable (80 %)", "TOST Holm p (margin)", "verdict"], rows)
+
+
 def abstract(tables: Path) -> str:
     """The index's abstract (rrlib.report.index.abstract), one paragraph each: the README's summary of the results
     then reads the ledger's verdicts as the index does."""
@@ -221,7 +242,8 @@ def abstract(tables: Path) -> str:
 # the documents that hold generated blocks, relative to the project root; each block lives in one of them
 DOCUMENTS = ("README.md", "docs/results.md")
 BUILDERS = {"abstract": abstract, "depth": depth, "looped": looped, "cpu_scale": cpu_scale, "recipe": recipe, "size_tokens": size_tokens,
-            "family": family, "family_mini": family_mini, "paper_tests": paper_tests, "claims": claims}
+            "family": family, "family_mini": family_mini, "paper_tests": paper_tests, "claims": claims,
+            "powered": powered}
 
 
 def render(text: str, tables: Path) -> str:
