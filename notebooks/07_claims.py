@@ -125,8 +125,9 @@ DELTA_GAIN = float(np.log(1.017))  # nats: the Delta paper's smallest gain, 1.7 
 paper_tests, ours_tests = page_table("04_paper_tests"), page_table("04_ours_tests")
 # page 04's powered designs at two widths, each once all its runs have finished: one family for the claim they
 # share, Holm over all their comparisons (page 04 shows each design's own)
-power_items = [name for name in ("04_power_tests", "04_power_tests_mini") if page_table(name) is not None]
-power_tests = power_study.pooled([page_table(name) for name in power_items])
+power_designs = {name: page_table(name) for name in ("04_power_tests", "04_power_tests_mini")}
+power_items = [name for name, table in power_designs.items() if table is not None]
+power_tests = power_study.pooled(power_designs.values())
 # the Review paper's own effects: the gap of the means (the paper's reading) at the sizes where it reports a gain;
 # the smallest is the margin of every "no gain" claim (a gain smaller than the paper's is no gain in its sense)
 review_gains = (None if paper_tests is None else
