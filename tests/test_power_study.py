@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from rrlib.report import power_study, verdict
+from rrlib.report.stats import detectable_gap
 
 
 def losses(**by_variant):
@@ -122,3 +123,17 @@ def test_designs_pooled_for_one_claim_are_one_holm_family():
     assert list(both["p_holm"]) == pytest.approx([0.03, 0.04, 0.04])  # 3 × 0.01, then max(2 × 0.02, ...), 0.04
     assert list(power_study.pooled([micro])["p_holm"]) == pytest.approx([0.02, 0.04])  # alone: its own Holm
     assert power_study.pooled([None, None]) is None
+
+
+def test_a_finished_design_says_whether_it_reached_the_gap_it_was_sized_for():
+    short = {"variant": "review", "baseline": "highway", "detectable": 0.0116, "seeds": 10, "sd": 0.0116}
+    line = power_study.reach_sentence(short, 0.010)
+    assert "short of the 0.01 it was sized for" in line and "paired SD over all its seeds is 0.0116" in line
+    # the detectable gap is proportional to the SD at fixed seeds: 0.010 / 0.0116 of the SD reaches the target
+    assert "above the 0.0100 at which 10 seeds detect 0.01" in line
+    reached = power_study.reach_sentence({**short, "detectable": 0.0085, "sd": 0.0161}, 0.017)
+    assert reached.endswith("detects 0.0085 nats at its 10 seeds, within the 0.017 it was sized for")
+    n, sd, target = 12, 0.02, 0.01  # the largest SD it names does detect the target at those seeds
+    line = power_study.reach_sentence({**short, "detectable": detectable_gap(sd, n), "sd": sd, "seeds": n}, target)
+    largest = float(re.search(r"above the ([0-9.]+)", line).group(1))
+    assert detectable_gap(largest, n) == pytest.approx(target, abs=1e-4)

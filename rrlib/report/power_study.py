@@ -142,20 +142,36 @@ def tests(runs: pd.DataFrame, variant: str, baselines, size: str, margin: float 
 
 
 def design_verdict(root: str, size: str, questions: dict, n_seeds: int, name: str, figures_dir=None,
-                   alpha: float = verdict.ALPHA):
+                   alpha: float = verdict.ALPHA, target: float | None = None):
     """A design's verdict as a page shows it: one compare call per question (a variant and its baselines, Holm
     within each), read only once every run of the design (seeds 0 to ``n_seeds`` - 1 of every rule the questions
     name) has finished. Returns the tests, their table ``name`` (``shown_tests``) and the lines to print: the
-    regime sentence and one verdict sentence per comparison; while runs are missing, None, None and how many have
-    finished."""
+    regime sentence, one verdict sentence per comparison and, given the ``target`` the design was sized for, one
+    sentence on whether each comparison reached it (``reach_sentence``); while runs are missing, None, None and how
+    many have finished."""
     rules = list(dict.fromkeys(rule for variant, against in questions.items() for rule in (variant, *against)))
     runs, waiting = finished_design(root, size, rules, n_seeds)
     if runs is None:
         return None, None, [waiting]
     rows = pd.concat([tests(runs, variant, against, size, alpha=alpha) for variant, against in questions.items()],
                      ignore_index=True)
+    reached = [] if target is None else [reach_sentence(row, target) for row in rows.to_dict("records")]
     return (rows, shown_tests(rows, name, figures_dir),
-            [regime_sentence(root, size, runs), *(verdict.sentence(row) for row in rows.to_dict("records"))])
+            [regime_sentence(root, size, runs), *(verdict.sentence(row) for row in rows.to_dict("records")),
+             *reached])
+
+
+def reach_sentence(row: dict, target: float) -> str:
+    """Whether a finished comparison detects the gap its design was sized for. The pilot's SD fixed the seeds; the
+    SD over all of them can come out larger, and then the design detects less than it was built to. The largest SD
+    at which its seeds reach the target follows from the detectable gap being proportional to the SD at a fixed
+    seed count."""
+    head = f"{row['variant']} vs {row['baseline']} detects {row['detectable']:.4f} nats at its {int(row['seeds'])} seeds"
+    if row["detectable"] <= target:
+        return head + f", within the {target:g} it was sized for"
+    largest_sd = target * row["sd"] / row["detectable"]
+    return (head + f", short of the {target:g} it was sized for: the paired SD over all its seeds is {row['sd']:.4f}, "
+            f"above the {largest_sd:.4f} at which {int(row['seeds'])} seeds detect {target:g}")
 
 
 def pooled(designs) -> pd.DataFrame | None:
