@@ -302,8 +302,9 @@ for question, against in power_questions.items():
 # **The design's verdict**, by the compare engine (`rrlib.report.power_study.tests`, as the two `rrlib compare`
 # calls above: Holm over Delta AttnRes's two baselines, MGR's one comparison alone; a TOST at ±0.010 nats), read
 # only once every run of the design has finished, with the regime, the CPU-hours, each run's held-out fall over
-# its last 400 steps, and whether each comparison detects the 0.017 nats it was sized for. Once it has, the ledger (page 07) reads it alone for Delta AttnRes per sublayer and for MGR,
-# in place of the 3-seed family comparison above, which could not have seen a gain of 0.017 nats.
+# its last 400 steps, and whether each comparison detects the 0.017 nats it was sized for. Once it has, the
+# ledger (page 07) reads it alone for Delta AttnRes per sublayer and for MGR, in place of the 3-seed family
+# comparison above, which could not have seen a gain of 0.017 nats.
 
 # %%
 power_tests, shown, lines = power_study.design_verdict(power_root, power_size, power_questions, power_seeds,

@@ -155,10 +155,10 @@ def design_verdict(root: str, size: str, questions: dict, n_seeds: int, name: st
         return None, None, [waiting]
     rows = pd.concat([tests(runs, variant, against, size, alpha=alpha) for variant, against in questions.items()],
                      ignore_index=True)
-    reached = [] if target is None else [reach_sentence(row, target) for row in rows.to_dict("records")]
+    records = rows.to_dict("records")
+    reached = [] if target is None else [reach_sentence(row, target) for row in records]
     return (rows, shown_tests(rows, name, figures_dir),
-            [regime_sentence(root, size, runs), *(verdict.sentence(row) for row in rows.to_dict("records")),
-             *reached])
+            [regime_sentence(root, size, runs), *(verdict.sentence(row) for row in records), *reached])
 
 
 def reach_sentence(row: dict, target: float) -> str:
@@ -166,7 +166,8 @@ def reach_sentence(row: dict, target: float) -> str:
     SD over all of them can come out larger, and then the design detects less than it was built to. The largest SD
     at which its seeds reach the target follows from the detectable gap being proportional to the SD at a fixed
     seed count."""
-    head = f"{row['variant']} vs {row['baseline']} detects {row['detectable']:.4f} nats at its {int(row['seeds'])} seeds"
+    head = (f"{row['variant']} vs {row['baseline']} detects {row['detectable']:.4f} nats at its "
+            f"{int(row['seeds'])} seeds")
     if row["detectable"] <= target:
         return head + f", within the {target:g} it was sized for"
     largest_sd = target * row["sd"] / row["detectable"]
