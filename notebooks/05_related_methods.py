@@ -533,7 +533,8 @@ if set(design.seeds) <= set(whole_seeds) and len(power_loops):
                        for r in power_runs.itertuples()], dtype=float)
     shape = power_study.regime(power_runs, len(load_run_data(loop_run).train))
     print(f"{shape['runs']} runs of {shape['steps']:,} steps, {shape['tokens'] / 1e6:.1f} M tokens each "
-          f"({shape['passes']:.1f} passes over the train stream), {shape['cpu_hours']:.1f} CPU-hours in all; "
+          f"({shape['tokens_per_param'][1]:.1f} tokens per parameter, shared by the N loops; "
+          f"{shape['passes']:.1f} passes over the train stream), {shape['cpu_hours']:.1f} CPU-hours in all; "
           f"stalled at the unigram level: {int(power_runs['stalled'].sum())}; the held-out loss fell over the last "
           f"{power_study.LATE_STEPS} steps in {int((falls > 0).sum())} of {falls.notna().sum()} runs "
           f"({falls.min():+.3f} to {falls.max():+.3f} nats)")
