@@ -1014,7 +1014,8 @@ else:
             first = also
     rows.append(ledger.row("Looped transformers", "the best learning rate depends on L only, not on N", test,
                            kind, looped_link, first["slope"], first["ci_low"], first["ci_high"], first["p"],
-                           "none: one slope (the supplementary extension must agree)", margin=1 / 6))
+                           "none: one slope (the supplementary extension must agree)", detectable=first["mde"],
+                           margin=1 / 6))
 # The comparative point of the claim: under 1/√N the optimum falls with N (the paper's account: 1/√N under-scales
 # each loop's update), under 1/N it stays, so the optimum moves less under 1/N. Per seed, the slope of log₂(optimal
 # lr) on log₂ N under each rule (rrlib.report.looped_study.seed_slopes, on page 05's per-seed optima); effect =

@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from rrlib.report import looped_study as ls
+from rrlib.report.stats import detectable_gap
 
 
 def curves(optimum_of_n, seeds=range(5), noise=0.0, lrs=None, variant="rule", rng=None):
@@ -76,6 +77,9 @@ def test_verdicts_separate_moves_transfers_and_undecided():
     assert (primary["seeds"] == 5).all()
     low, high = primary.loc["wobbly", ["ci_low", "ci_high"]]
     assert low < 0 < high
+    wobbly_slopes = ls.seed_slopes(wobbly)["parabola"]
+    assert primary.loc["wobbly", "mde"] == pytest.approx(detectable_gap(wobbly_slopes.std(ddof=1), 5))
+    assert primary.loc["flat", "mde"] < ls.TRANSFER_MARGIN < primary.loc["wobbly", "mde"]
 
 
 def test_excluding_stalled_runs_drops_their_learning_rates_for_that_seed():

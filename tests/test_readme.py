@@ -51,3 +51,15 @@ def test_the_powered_block_lists_every_pilot_then_only_the_finished_designs(tmp_
                   "margin": 0.01, "verdict": "better"}).to_csv(tmp_path / "04_power_tests_mini.csv", index=False)
     assert ("| `mini` | review vs highway | 10 | +0.0120 [+0.0040, +0.0200] | 0.006 | 0.0098 | 0.9 (±0.01) | "
             "**better** |") in readme.powered(tmp_path)
+
+
+def test_the_claims_block_sets_a_no_difference_claims_detectable_gap_against_its_margin(tmp_path):
+    row = {"paper": "Looped", "claim": "the optimum does not move", "test": "TOST", "correction": "", "effect": 0.004,
+           "ci_low": -0.27, "ci_high": 0.28, "p": 0.97, "paper_effect": float("nan"), "detectable": 0.48,
+           "margin": 1 / 6, "verdict": "inconclusive", "evidence": ""}
+    pd.DataFrame([row, row | {"claim": "a tighter design", "detectable": 0.15}]).to_csv(
+        tmp_path / "07_claims.csv", index=False)
+    block = readme.claims(tmp_path)
+    interval = "+0.004 [−0.270, +0.280]"
+    assert f"| the optimum does not move | **inconclusive** | {interval} | no: detects 0.48 vs the margin ±0.167 |" in block
+    assert f"| a tighter design | **inconclusive** | {interval} | yes: detects 0.15 vs the margin ±0.167 |" in block

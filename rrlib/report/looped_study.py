@@ -51,6 +51,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from .ledger import paired
+from .stats import detectable_gap
 from .verdict import seeds_needed
 
 RULES = ("scaled", "scaled_loops", "review")
@@ -92,7 +93,7 @@ DESIGNS = {d.name: d for d in (GRID, POWER)}
 OPTIMA_COLUMNS = ["variant", "loops", "seed", "points", "grid_lr", "parabola_lr", "best_loss", "at_edge"]
 SLOPE_COLUMNS = ["variant", "seed", "grid", "parabola"]
 VERDICT_COLUMNS = ["variant", "estimator", "seeds", "slope", "ci_low", "ci_high", "p", "p_equivalent", "fold_change",
-                   "verdict"]
+                   "mde", "verdict"]
 
 
 def lattice_lr(k: int) -> float:
@@ -166,16 +167,19 @@ def seed_slopes(optima: pd.DataFrame) -> pd.DataFrame:
 
 def transfer_verdicts(slopes: pd.DataFrame, alpha: float = 0.05, margin: float = TRANSFER_MARGIN,
                       span: float = math.log2(LOOPS[-1] / LOOPS[0])) -> pd.DataFrame:
-    """Per variant and estimator: mean slope, its t-interval, p (slope 0), the TOST p (|slope| < margin), verdict.
+    """Per variant and estimator: mean slope, its t-interval, p (slope 0), the TOST p (|slope| < margin), the
+    detectable slope (``mde``: 80 % power, two-sided α, at the seeds' SD) and the verdict.
 
-    ``span`` is log2 of the N range, for ``fold_change``: the factor by which the optimum moves over it.
+    ``span`` is log2 of the N range, for ``fold_change``: the factor by which the optimum moves over it. ``mde`` at
+    most ``margin`` is about the TOST's own 80 % power at a true slope of 0 (at 8 seeds that power needs a margin of
+    about 3.3 standard errors, and ``mde`` is 3.3 of them), so it says whether the design could show "transfers".
     """
     rows = []
     for variant, part in slopes.groupby("variant", sort=False):
         for estimator in ("parabola", "grid"):
             s = part[estimator].dropna().to_numpy(dtype=float)
             row = {"variant": variant, "estimator": estimator, "seeds": len(s), "slope": np.nan, "ci_low": np.nan,
-                   "ci_high": np.nan, "p": np.nan, "p_equivalent": np.nan, "fold_change": np.nan,
+                   "ci_high": np.nan, "p": np.nan, "p_equivalent": np.nan, "fold_change": np.nan, "mde": np.nan,
                    "verdict": "too few seeds"}
             if len(s) >= 2:
                 mean, se, dof = s.mean(), s.std(ddof=1) / math.sqrt(len(s)), len(s) - 1
@@ -188,7 +192,8 @@ def transfer_verdicts(slopes: pd.DataFrame, alpha: float = 0.05, margin: float =
                 verdict = ("moves with N" if p < alpha else f"transfers (within ±{margin:.2g} per doubling)"
                            if p_eq < alpha else "undecided")
                 row.update(slope=mean, ci_low=mean - half, ci_high=mean + half, p=p, p_equivalent=p_eq,
-                           fold_change=2 ** (mean * span), verdict=verdict)
+                           fold_change=2 ** (mean * span), mde=detectable_gap(s.std(ddof=1), len(s), alpha),
+                           verdict=verdict)
             rows.append(row)
     return pd.DataFrame(rows, columns=VERDICT_COLUMNS)
 

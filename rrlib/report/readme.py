@@ -169,6 +169,7 @@ def claims(tables: Path) -> str:
     def power(r):  # whether the CPU could have answered: the design's detectable gap beside the paper's effect
         kind, _, reason = r["verdict"].partition(": ")
         seen, paper = r.get("detectable", float("nan")), r.get("paper_effect", float("nan"))
+        margin = r.get("margin", float("nan"))
         if kind == "out of reach":
             return f"no: needs {reason}"
         if kind == "untested":
@@ -178,6 +179,8 @@ def claims(tables: Path) -> str:
             return f"yes: answered (detects {seen:.3g}{against})" if pd.notna(seen) else "yes: a measurement"
         if pd.isna(seen):
             return "–"
+        if pd.isna(paper) and pd.notna(margin):  # a claim of no difference: could the design show equivalence?
+            return f"{'yes' if seen <= margin else 'no'}: detects {seen:.3g} vs the margin ±{margin:.3g}"
         if pd.isna(paper):
             return f"unclear: detects {seen:.3g}; the paper gives no effect size to set against it"
         return f"{'yes' if seen <= abs(paper) else 'no'}: detects {seen:.3g}{against}"
