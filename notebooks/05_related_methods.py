@@ -498,7 +498,7 @@ if set(pilot_seeds) <= set(whole_seeds):
         fixed, "05_looped_power_pilot", figures_dir, index=False,
         columns=["estimator", "n", "effect", "sd", "seeds_needed", "pilot_cpu_hours", "design_seeds", "design_cpu_hours"],
         formats={"effect": "{:+.3f}", "sd": "{:.3f}", "pilot_cpu_hours": "{:.1f}", "design_cpu_hours": "{:.1f}"},
-        rename={"n": "pilot seeds", "effect": "contrast (1/N − 1/√N, per doubling)", "sd": "paired SD",
+        rename={"n": "pilot seeds used", "effect": "contrast (1/N − 1/√N, per doubling)", "sd": "paired SD",
                 "seeds_needed": f"seeds to detect {looped_study.CONTRAST_TARGET:g}", "pilot_cpu_hours": "pilot CPU-h",
                 "design_seeds": "design's seeds", "design_cpu_hours": "design CPU-h"}))
     wanted = int(fixed["design_seeds"].iloc[0])

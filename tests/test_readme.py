@@ -63,3 +63,29 @@ def test_the_claims_block_sets_a_no_difference_claims_detectable_gap_against_its
     interval = "+0.004 [−0.270, +0.280]"
     assert f"| the optimum does not move | **inconclusive** | {interval} | no: detects 0.48 vs the margin ±0.167 |" in block
     assert f"| a tighter design | **inconclusive** | {interval} | yes: detects 0.15 vs the margin ±0.167 |" in block
+
+
+def test_the_powered_looped_block_shows_the_pilot_then_the_design_once_its_tables_exist(tmp_path):
+    pilot = {"n": 4, "sd": 0.126, "seeds_needed": 5, "target": 0.25, "pilot_cpu_hours": 10.14,
+             "design_seeds": 8, "design_cpu_hours": 20.28}
+    pd.DataFrame([pilot | {"estimator": "parabola", "n": 3, "effect": 0.127},
+                  pilot | {"estimator": "grid", "effect": -0.175}]).to_csv(tmp_path / "05_looped_power_pilot.csv",
+                                                                           index=False)
+    block = readme.looped_power(tmp_path)
+    assert "| seeds to detect 0.25 |" in block
+    assert "| grid | 4 | −0.175 | 0.126 | 5 | 10.1 | 8 | 20.3 |" in block
+    assert block.count("\n|---") == 1  # the pilot alone while the design runs
+    pd.DataFrame({"estimator": ["parabola"], "n": 7, "effect": 0.2, "ci_low": 0.05, "ci_high": 0.35, "p": 0.013,
+                  "mde": 0.18}).to_csv(tmp_path / "05_looped_power_contrast.csv", index=False)
+    pd.DataFrame({"runs": ["all runs"], "variant": "scaled", "estimator": "parabola", "seeds": 7, "slope": -0.05,
+                  "ci_low": -0.15, "ci_high": 0.05, "p": 0.3, "p_equivalent": 0.02, "fold_change": 0.9,
+                  "verdict": "transfers (within ±0.17 per doubling)"}).to_csv(
+        tmp_path / "05_looped_power_transfer.csv", index=False)
+    pd.DataFrame({"loops": [1, 2], "seeds": 8, "gap": [0.0, 0.03], "ci_low": [float("nan"), 0.01],
+                  "ci_high": [float("nan"), 0.05], "p": [float("nan"), 0.01], "p_holm": [float("nan"), 0.01]}
+                 ).to_csv(tmp_path / "05_looped_power_trainability.csv", index=False)
+    block = readme.looped_power(tmp_path)
+    assert "| parabola | 7 | +0.200 [+0.050, +0.350] | 0.013 | 0.180 |" in block
+    assert "| all runs | `scaled` | parabola | 7 | −0.05 [−0.15, +0.05] |" in block
+    assert "| 2 | 8 | +0.0300 [+0.0100, +0.0500] | 0.01 | 0.01 |" in block
+    assert "\n| 1 |" not in block  # N = 1 is the same model under both rules

@@ -191,10 +191,11 @@ def claims(tables: Path) -> str:
                                for _, r in df.iterrows()])
 
 
-def looped(tables: Path) -> str:
-    """Page 05's looped study: per rule the slope of its optimal learning rate on log₂ N (parabola and grid
-    estimators, all runs and stalled runs excluded), then 1/N against 1/√N at each seed's optimum, per N."""
-    transfer = _read(tables, "05_looped_transfer")
+def _looped(tables: Path, name: str) -> str:
+    """A looped study's tables on page 05 (``name``: its prefix): per rule the slope of its optimal learning rate
+    on log₂ N (parabola and grid estimators, all runs and stalled runs excluded), then 1/N against 1/√N at each
+    seed's optimum, per N."""
+    transfer = _read(tables, f"{name}_transfer")
     rows = []
     for _, r in transfer.iterrows():
         decided = not pd.isna(r["slope"])
@@ -204,13 +205,37 @@ def looped(tables: Path) -> str:
                      f"**{r['verdict']}**"])
     table = _markdown(["runs", "rule", "optimum", "seeds", "slope per doubling of N [95 %]", "p (slope 0)",
                        "TOST p (±1/6)", "optimum N=8 / N=1", "verdict"], rows)
-    trainable = _read(tables, "05_looped_trainability")
+    trainable = _read(tables, f"{name}_trainability")
     trainable = trainable[trainable["loops"] > 1]
     rows = [[int(r["loops"]), int(r["seeds"]), _signed(r["gap"]) + ("" if pd.isna(r["ci_low"]) else
                                                                    " " + _interval(r["ci_low"], r["ci_high"])),
              _p(r["p"]), _p(r["p_holm"])] for _, r in trainable.iterrows()]
     return table + "\n" + _markdown(["N", "seeds", "`scaled_loops` − `scaled` at the optimum, nats [95 %]",
                                       "paired p", "Holm p"], rows)
+
+
+def looped(tables: Path) -> str:
+    """Page 05's 200-step looped study."""
+    return _looped(tables, "05_looped")
+
+
+def looped_power(tables: Path) -> str:
+    """Page 05's powered looped design: its pilot (the contrast's paired SD, the seeds it needs, the design's seeds
+    and CPU-hours), then, once every seed of the design has finished, the contrast of 1/N's slope against 1/√N's
+    and the study's tables (``_looped``)."""
+    pilot = _read(tables, "05_looped_power_pilot")
+    rows = [[r["estimator"], int(r["n"]), _signed(r["effect"], 3), f"{r['sd']:.3f}", int(r["seeds_needed"]),
+             f"{r['pilot_cpu_hours']:.1f}", int(r["design_seeds"]), f"{r['design_cpu_hours']:.1f}"]
+            for _, r in pilot.iterrows()]
+    text = _markdown(["optimum", "pilot seeds used", "contrast (1/N − 1/√N, per doubling)", "paired SD",
+                      f"seeds to detect {pilot['target'].iloc[0]:g}", "pilot CPU-h", "design's seeds",
+                      "design CPU-h"], rows)
+    if not (tables / "05_looped_power_transfer.csv").exists():
+        return text
+    rows = [[r["estimator"], int(r["n"]), f"{_signed(r['effect'], 3)} {_interval(r['ci_low'], r['ci_high'], 3)}",
+             _p(r["p"]), f"{r['mde']:.3f}"] for _, r in _read(tables, "05_looped_power_contrast").iterrows()]
+    return (text + "\n" + _markdown(["optimum", "seeds", "1/N's − 1/√N's slope per doubling [95 %]", "paired p",
+                                      "detectable (80 %)"], rows) + "\n" + _looped(tables, "05_looped_power"))
 
 
 def powered(tables: Path) -> str:
@@ -244,9 +269,9 @@ def abstract(tables: Path) -> str:
 
 # the documents that hold generated blocks, relative to the project root; each block lives in one of them
 DOCUMENTS = ("README.md", "docs/results.md")
-BUILDERS = {"abstract": abstract, "depth": depth, "looped": looped, "cpu_scale": cpu_scale, "recipe": recipe, "size_tokens": size_tokens,
-            "family": family, "family_mini": family_mini, "paper_tests": paper_tests, "claims": claims,
-            "powered": powered}
+BUILDERS = {"abstract": abstract, "depth": depth, "looped": looped, "looped_power": looped_power,
+            "cpu_scale": cpu_scale, "recipe": recipe, "size_tokens": size_tokens, "family": family,
+            "family_mini": family_mini, "paper_tests": paper_tests, "claims": claims, "powered": powered}
 
 
 def render(text: str, tables: Path) -> str:
