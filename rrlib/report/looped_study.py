@@ -182,7 +182,8 @@ def transfer_verdicts(slopes: pd.DataFrame, alpha: float = 0.05, margin: float =
                    "ci_high": np.nan, "p": np.nan, "p_equivalent": np.nan, "fold_change": np.nan, "mde": np.nan,
                    "verdict": "too few seeds"}
             if len(s) >= 2:
-                mean, se, dof = s.mean(), s.std(ddof=1) / math.sqrt(len(s)), len(s) - 1
+                mean, sd, dof = s.mean(), s.std(ddof=1), len(s) - 1
+                se = sd / math.sqrt(len(s))
                 half = sps.t.ppf(1 - alpha / 2, dof) * se
                 if se > 0:
                     p = 2 * sps.t.sf(abs(mean) / se, dof)
@@ -192,7 +193,7 @@ def transfer_verdicts(slopes: pd.DataFrame, alpha: float = 0.05, margin: float =
                 verdict = ("moves with N" if p < alpha else f"transfers (within ±{margin:.2g} per doubling)"
                            if p_eq < alpha else "undecided")
                 row.update(slope=mean, ci_low=mean - half, ci_high=mean + half, p=p, p_equivalent=p_eq,
-                           fold_change=2 ** (mean * span), mde=detectable_gap(s.std(ddof=1), len(s), alpha),
+                           fold_change=2 ** (mean * span), mde=detectable_gap(sd, len(s), alpha),
                            verdict=verdict)
             rows.append(row)
     return pd.DataFrame(rows, columns=VERDICT_COLUMNS)
