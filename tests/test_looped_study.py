@@ -189,3 +189,15 @@ def test_the_pilot_fixes_the_most_seeds_either_estimator_needs_but_never_fewer_t
     assert fixed["design_cpu_hours"].iloc[0] == pytest.approx(len(pilot) * 3.0 / 60 / 4 * fixed["design_seeds"].iloc[0])
     quiet = ls.pilot_design(contrast.assign(sd=0.01), pilot, 4)
     assert (quiet["seeds_needed"] < len(ls.POWER.seeds)).all() and (quiet["design_seeds"] == len(ls.POWER.seeds)).all()
+
+
+def test_a_seed_part_way_through_a_cell_does_not_extend_it():
+    # seeds 0-2 finished with interior optima; seeds 3 and 4 have run only the two lowest rates of every cell, whose
+    # lower one is their own argmin's edge there: they must not call for an extension
+    runs = power_runs(range(5))
+    lowest = {cell: sorted(lrs)[:2] for cell, lrs in ls.base_grid(ls.POWER).items()}
+    partial = [(r.seed >= 3) and r.lr not in lowest[(r.variant, r.loops)] for r in runs.itertuples()]
+    runs = runs[~pd.Series(partial, index=runs.index)]
+    assert ls.design_grid(runs, ls.POWER) == ls.base_grid(ls.POWER)
+    assert ls.complete_seeds(runs, ls.design_grid(runs, ls.POWER), range(5)) == {"scaled": [0, 1, 2],
+                                                                                 "scaled_loops": [0, 1, 2]}

@@ -273,11 +273,16 @@ def current_grid(runs: pd.DataFrame, design: Design = GRID) -> dict[tuple[str, i
 
 def design_grid(runs: pd.DataFrame, design: Design = GRID) -> dict[tuple[str, int], list[float]]:
     """The grid the design asks for now: ``current_grid`` plus the extension its finished runs call for (two
-    seeds, or the seed mean, on an edge). A study is done when this grid adds nothing the runs lack."""
+    seeds, or the seed mean, on an edge), judged on the seeds that have run every rate of the cell. A study is done
+    when this grid adds nothing the runs lack."""
     grid = current_grid(runs, design)
-    if len(runs):
-        optima = seed_optima(runs)
-        means = runs.groupby(["variant", "loops", "lr"], as_index=False)["fixed_loss"].mean().assign(seed="mean")
+    # Only a seed that has run every rate of a cell can put its optimum on that cell's edge: a seed part-way through
+    # (copied mid-study, or a study resumed after a stop) would show the last rate it reached as an edge.
+    size = runs.groupby(["variant", "loops", "seed"])["lr"].transform("nunique") if len(runs) else runs["lr"]
+    whole = runs[size == [len(grid.get((v, n), [])) for v, n in zip(runs["variant"], runs["loops"])]]
+    if len(whole):
+        optima = seed_optima(whole)
+        means = whole.groupby(["variant", "loops", "lr"], as_index=False)["fixed_loss"].mean().assign(seed="mean")
         optima = pd.concat([optima, seed_optima(means)], ignore_index=True)
         for cell, lrs in extension(optima, grid).items():
             grid[cell] = sorted(set(grid[cell]) | set(lrs))
