@@ -469,7 +469,8 @@ tables.reader_table(trainable, "05_looped_trainability", figures_dir, index=Fals
 # ## The powered looped study: its pilot, then its verdict
 #
 # The design stated above, read from the finished runs under `power_loop_root`. Once the pilot's four seeds have
-# finished every cell under both rules (the edge extension included), its contrast fixes the design's seed count:
+# finished every cell under both rules (the edge extension they call for included; an extension that later seeds
+# call for runs for them too but is not part of the pilot's reading), its contrast fixes the design's seed count:
 # the most seeds at which either estimator's paired SD detects the target contrast of 0.25 per doubling (80 %
 # power, α 0.05), never fewer than the eight stated beforehand, with the cost measured from the pilot's runs.
 # Once every seed of the design has finished, the stated estimator (the same as the first study's) gives the
@@ -490,8 +491,11 @@ print(f"powered looped study: {len(power_loops)} of its {looped_study.grid_runs(
       f"finished under {power_loop_root}; seeds finished under both rules: {whole_seeds or 'none'}"
       + ("" if set(design.seeds) <= set(whole_seeds) else " (`DESIGN=power bash scripts/looped_study.sh` resumes it)"))
 pilot_seeds = list(looped_study.POWER_PILOT_SEEDS)
-if set(pilot_seeds) <= set(whole_seeds):
-    pilot_runs = power_loops[power_loops["seed"].isin(pilot_seeds)]
+# the pilot as it stood when it fixed the design: its seeds on the grid they called for, not on extensions that
+# later seeds called for (those rates run for the pilot's seeds too, but do not move what the pilot fixed)
+pilot_grid, pilot_runs = looped_study.seeds_own_grid(power_loops, pilot_seeds, design)
+pilot_whole = looped_study.complete_seeds(pilot_runs, pilot_grid, pilot_seeds)
+if len(power_loops) and all(pilot_whole.get(rule) == pilot_seeds for rule in design.rules):
     fixed = looped_study.pilot_design(looped_study.readings(pilot_runs, primary_metric)["contrast"], pilot_runs,
                                       len(pilot_seeds), design)
     display(tables.reader_table(

@@ -201,3 +201,26 @@ def test_a_seed_part_way_through_a_cell_does_not_extend_it():
     assert ls.design_grid(runs, ls.POWER) == ls.base_grid(ls.POWER)
     assert ls.complete_seeds(runs, ls.design_grid(runs, ls.POWER), range(5)) == {"scaled": [0, 1, 2],
                                                                                  "scaled_loops": [0, 1, 2]}
+
+
+def test_the_pilot_reads_its_own_grid_when_later_seeds_extend_a_cell():
+    # seeds 0-3 (the pilot) have interior optima; seeds 4 and 5 put 1/√N's N = 8 optimum on the low edge, which
+    # adds two rates for every seed, and the pilot's seeds have run one of them so far
+    pilot = power_runs(range(4))
+    later = power_runs(range(4, 6), fall=-0.5)
+    low = ls.lattice_lr(-1)
+    extra = pilot[(pilot["variant"] == "scaled_loops") & (pilot["loops"] == 8)].drop_duplicates("seed").assign(lr=low)
+    runs = pd.concat([pilot, later, extra], ignore_index=True)
+    assert len(ls.design_grid(runs, ls.POWER)[("scaled_loops", 8)]) == 7
+    assert ls.complete_seeds(runs, ls.design_grid(runs, ls.POWER), range(4))["scaled_loops"] == []
+    grid, own = ls.seeds_own_grid(runs, ls.POWER_PILOT_SEEDS, ls.POWER)
+    assert grid == ls.base_grid(ls.POWER)
+    assert own.equals(pilot.reset_index(drop=True))
+    assert ls.complete_seeds(own, grid, range(4)) == {"scaled": [0, 1, 2, 3], "scaled_loops": [0, 1, 2, 3]}
+
+
+def test_a_seeds_own_grid_keeps_the_extension_its_seeds_call_for_before_they_have_run_it():
+    runs = power_runs(range(2), fall=-0.5)  # both seeds on 1/√N's low edge at N = 8: the rule adds two rates
+    grid, own = ls.seeds_own_grid(runs, [0, 1], ls.POWER)
+    assert grid == ls.design_grid(runs, ls.POWER) and len(grid[("scaled_loops", 8)]) == 7
+    assert len(own) == len(runs) and ls.complete_seeds(own, grid, [0, 1])["scaled_loops"] == []

@@ -271,22 +271,51 @@ def current_grid(runs: pd.DataFrame, design: Design = GRID) -> dict[tuple[str, i
     return grid
 
 
-def design_grid(runs: pd.DataFrame, design: Design = GRID) -> dict[tuple[str, int], list[float]]:
-    """The grid the design asks for now: ``current_grid`` plus the extension its finished runs call for (two
-    seeds, or the seed mean, on an edge), judged on the seeds that have run every rate of the cell. A study is done
-    when this grid adds nothing the runs lack."""
-    grid = current_grid(runs, design)
-    # Only a seed that has run every rate of a cell can put its optimum on that cell's edge: a seed part-way through
-    # (copied mid-study, or a study resumed after a stop) would show the last rate it reached as an edge.
-    size = runs.groupby(["variant", "loops", "seed"])["lr"].transform("nunique") if len(runs) else runs["lr"]
-    whole = runs[size == [len(grid.get((v, n), [])) for v, n in zip(runs["variant"], runs["loops"])]]
-    if len(whole):
-        optima = seed_optima(whole)
-        means = whole.groupby(["variant", "loops", "lr"], as_index=False)["fixed_loss"].mean().assign(seed="mean")
-        optima = pd.concat([optima, seed_optima(means)], ignore_index=True)
-        for cell, lrs in extension(optima, grid).items():
-            grid[cell] = sorted(set(grid[cell]) | set(lrs))
+def called_grid(runs: pd.DataFrame, design: Design = GRID) -> dict[tuple[str, int], list[float]]:
+    """The grid the extension rule calls for from these runs, judged in rounds from the base grid: a round judges a
+    cell on the seeds that have run every rate it holds so far, on those rates only (a seed part-way through a cell
+    would show the last rate it reached as an edge), and adds two lattice points beyond an edge that holds the
+    lowest loss of two seeds or of their mean (`extension`). The next round waits until every seed the last one
+    judged has run what it added: judged on fewer, the seed mean is that of a subset, and a stop part-way through
+    an extension would make the grid depend on when the study was stopped."""
+    grid = base_grid(design)
+    for cell in grid:
+        part = runs[(runs["variant"] == cell[0]) & (runs["loops"] == cell[1])] if len(runs) else runs
+        judged: set = set()
+        while True:
+            on_grid = part[part["lr"].isin(grid[cell])]
+            counts = on_grid.groupby("seed")["lr"].nunique()
+            whole = set(counts.index[counts == len(grid[cell])])
+            if not whole or not judged <= whole:
+                break
+            runs_of = on_grid[on_grid["seed"].isin(whole)]
+            means = runs_of.groupby(["variant", "loops", "lr"], as_index=False)["fixed_loss"].mean().assign(seed="mean")
+            optima = pd.concat([seed_optima(runs_of), seed_optima(means)], ignore_index=True)
+            add = extension(optima, {cell: grid[cell]}).get(cell)
+            if not add:
+                break
+            grid[cell] = sorted(set(grid[cell]) | set(add))
+            judged = whole
     return grid
+
+
+def design_grid(runs: pd.DataFrame, design: Design = GRID) -> dict[tuple[str, int], list[float]]:
+    """The grid the design asks for now: what the extension rule calls for (`called_grid`) plus every lattice point
+    a finished run of that cell already has (`current_grid`: an extension is never taken back). A study is done
+    when this grid adds nothing the runs lack."""
+    called, ran = called_grid(runs, design), current_grid(runs, design)
+    return {cell: sorted(set(called[cell]) | set(ran[cell])) for cell in called}
+
+
+def seeds_own_grid(runs: pd.DataFrame, seeds, design: Design = GRID
+                   ) -> tuple[dict[tuple[str, int], list[float]], pd.DataFrame]:
+    """The grid that ``seeds`` call for by themselves, and their runs on it: how the pilot stood when it fixed the
+    design. An extension that later seeds call for adds rates to every seed's cell, the pilot's included, but the
+    pilot's reading must not move with it (nor drop out while those rates run)."""
+    own = runs[runs["seed"].isin(list(seeds))]
+    grid = called_grid(own, design)
+    on_grid = own[[lr in grid.get((v, n), ()) for v, n, lr in zip(own["variant"], own["loops"], own["lr"])]]
+    return grid, on_grid.reset_index(drop=True)
 
 
 def complete_seeds(runs: pd.DataFrame, grid: dict[tuple[str, int], list[float]], seeds) -> dict[str, list]:
