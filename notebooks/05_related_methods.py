@@ -495,6 +495,10 @@ pilot_seeds = list(looped_study.POWER_PILOT_SEEDS)
 # later seeds called for (those rates run for the pilot's seeds too, but do not move what the pilot fixed)
 pilot_grid, pilot_runs = looped_study.seeds_own_grid(power_loops, pilot_seeds, design)
 pilot_whole = looped_study.complete_seeds(pilot_runs, pilot_grid, pilot_seeds)
+grown = [f"{rule} at N = {n} ({len(pilot_grid[(rule, n)])} → {len(rates)} rates)"
+         for (rule, n), rates in power_grid.items() if len(rates) > len(pilot_grid[(rule, n)])]
+if grown:
+    print("the extension rule grew cells beyond the pilot's grid, for every seed: " + "; ".join(grown))
 if len(power_loops) and all(pilot_whole.get(rule) == pilot_seeds for rule in design.rules):
     fixed = looped_study.pilot_design(looped_study.readings(pilot_runs, primary_metric)["contrast"], pilot_runs,
                                       len(pilot_seeds), design)
