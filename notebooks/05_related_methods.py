@@ -499,7 +499,7 @@ grown = [f"{rule} at N = {n} ({len(pilot_grid[(rule, n)])} → {len(rates)} rate
          for (rule, n), rates in power_grid.items() if len(rates) > len(pilot_grid[(rule, n)])]
 if grown:
     print("the extension rule grew cells beyond the pilot's grid, for every seed: " + "; ".join(grown))
-if len(power_loops) and all(pilot_whole.get(rule) == pilot_seeds for rule in design.rules):
+if all(pilot_whole.get(rule) == pilot_seeds for rule in design.rules):
     fixed = looped_study.pilot_design(looped_study.readings(pilot_runs, primary_metric)["contrast"], pilot_runs,
                                       len(pilot_seeds), design)
     display(tables.reader_table(

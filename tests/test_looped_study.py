@@ -224,3 +224,9 @@ def test_a_seeds_own_grid_keeps_the_extension_its_seeds_call_for_before_they_hav
     grid, own = ls.seeds_own_grid(runs, [0, 1], ls.POWER)
     assert grid == ls.design_grid(runs, ls.POWER) and len(grid[("scaled_loops", 8)]) == 7
     assert len(own) == len(runs) and ls.complete_seeds(own, grid, [0, 1])["scaled_loops"] == []
+
+
+def test_a_study_without_runs_has_its_base_grid_and_no_complete_seed():
+    grid, own = ls.seeds_own_grid(power_runs(range(2)).iloc[:0], ls.POWER_PILOT_SEEDS, ls.POWER)
+    assert grid == ls.base_grid(ls.POWER) and len(own) == 0
+    assert ls.complete_seeds(own, grid, ls.POWER_PILOT_SEEDS) == {"scaled": [], "scaled_loops": []}

@@ -314,8 +314,10 @@ def seeds_own_grid(runs: pd.DataFrame, seeds, design: Design = GRID
     pilot's reading must not move with it (nor drop out while those rates run)."""
     own = runs[runs["seed"].isin(list(seeds))]
     grid = called_grid(own, design)
-    on_grid = own[[lr in grid.get((v, n), ()) for v, n, lr in zip(own["variant"], own["loops"], own["lr"])]]
-    return grid, on_grid.reset_index(drop=True)
+    # a Series, not a list: an empty list would select no columns rather than no rows
+    on_grid = pd.Series([lr in grid.get((v, n), ()) for v, n, lr in zip(own["variant"], own["loops"], own["lr"])],
+                        index=own.index, dtype=bool)
+    return grid, own[on_grid].reset_index(drop=True)
 
 
 def complete_seeds(runs: pd.DataFrame, grid: dict[tuple[str, int], list[float]], seeds) -> dict[str, list]:
