@@ -280,7 +280,7 @@ def called_grid(runs: pd.DataFrame, design: Design = GRID) -> dict[tuple[str, in
     an extension would make the grid depend on when the study was stopped."""
     grid = base_grid(design)
     for cell in grid:
-        part = runs[(runs["variant"] == cell[0]) & (runs["loops"] == cell[1])] if len(runs) else runs
+        part = runs[(runs["variant"] == cell[0]) & (runs["loops"] == cell[1])]
         judged: set = set()
         while True:
             on_grid = part[part["lr"].isin(grid[cell])]
