@@ -532,6 +532,9 @@ if set(design.seeds) <= set(whole_seeds) and len(power_loops):
         formats={c: "{:+.3f}" for c in ("effect", "ci_low", "ci_high")} | {"mde": "{:.3f}"},
         rename={"n": "seeds", "effect": "1/N's − 1/√N's slope", "ci_low": "95 % low", "ci_high": "95 % high",
                 "p": "paired p", "mde": "detectable (80 %)"}))
+    print("; ".join(f"by the {r.estimator} optimum ({r.n} seeds) the design detects a contrast of {r.mde:.3f} per "
+                    f"doubling, {'within' if r.mde <= looped_study.CONTRAST_TARGET else 'beyond'} the "
+                    f"{looped_study.CONTRAST_TARGET:g} it was sized for" for r in power_reading["contrast"].itertuples()))
     display(tables.reader_table(
         power_reading["trainability"], "05_looped_power_trainability", figures_dir, index=False,
         formats={"gap": "{:+.4f}", "ci_low": "{:+.4f}", "ci_high": "{:+.4f}"},

@@ -1030,7 +1030,9 @@ if contrast["parabola"]["n"] >= 2:
         f"slope of log₂(optimal lr) per doubling of N, 1/N's − 1/√N's, {looped_study_name}, paired over the "
         f"{t['n']} seeds with a parabola "
         f"optimum at every N under both rules; by the grid argmin ({g['n']} seeds) {g['effect']:+.3f} "
-        f"[{g['ci_low']:+.3f}, {g['ci_high']:+.3f}], p {g['p']:.2g}",
+        f"[{g['ci_low']:+.3f}, {g['ci_high']:+.3f}], p {g['p']:.2g}"
+        + (f"; the design was sized from its pilot to detect {looped_study.CONTRAST_TARGET:g} per doubling"
+           if looped_tables == "05_looped_power" else ""),
         ledger.judge("directional", t["effect"], t["p"], alpha=alpha), looped_link, t["effect"], t["ci_low"],
         t["ci_high"], t["p"], "none: one comparison (the grid argmin beside it)", detectable=t["mde"]))
 else:

@@ -279,6 +279,21 @@ def test_the_abstracts_looped_verdict_is_the_ledgers_not_the_studys(tmp_path):
     assert "+0.00 [-0.27, +0.28], 5 seeds, TOST p 0.088" in found
 
 
+def test_the_abstracts_looped_finding_reads_the_powered_design_once_page_05_has_it(tmp_path):
+    """Page 07 switches its looped rows to the powered design's tables once they exist; the abstract's TOST p and
+    seed count must come from the same table, not the 200-step study's."""
+    def transfer(seeds, slope, p_equivalent):
+        return pd.DataFrame({"variant": ["scaled"], "estimator": ["parabola"], "seeds": [seeds], "slope": [slope],
+                             "ci_low": [slope - 0.16], "ci_high": [slope + 0.16], "p": [0.1],
+                             "p_equivalent": [p_equivalent], "verdict": ["undecided"], "runs": ["all runs"]})
+    transfer(5, 0.004, 0.088).to_csv(tmp_path / "05_looped_transfer.csv", index=False)
+    ledger.ledger([ledger.row("Looped transformers", index.LOOPED_CLAIM, "t", "inconclusive", "", -0.13, -0.29,
+                              0.03)]).to_csv(tmp_path / "07_claims.csv", index=False)
+    assert "5 seeds" not in index.abstract(tmp_path)[-1]  # the ledger's slope is not the 200-step study's
+    transfer(7, -0.13, 0.3).to_csv(tmp_path / "05_looped_power_transfer.csv", index=False)
+    assert "-0.13 [-0.29, +0.03], 7 seeds, TOST p 0.3 for a slope" in index.abstract(tmp_path)[-1]
+
+
 # a measured number: with a decimal point (counts are integers), in full where it has an exponent (a small p)
 NUMBER = re.compile(r"(?<![\w.])[-+−]?\d+\.\d+(?:e[-+]\d+)?")
 

@@ -40,7 +40,8 @@ def abstract(tables: Path) -> list[str]:
                                                                                read("04_paper_tests")),
                     powered_finding([read(name) for name in POWERED_DESIGNS]),
                     size_finding(read("06_gap_factors")), family_finding(read("05_family_summary")),
-                    looped_finding(claims, read("05_looped_transfer"))):
+                    looped_finding(claims, next((t for t in (read("05_looped_power_transfer"),
+                                                              read("05_looped_transfer")) if t is not None), None))):
         lines += [finding] if finding else []
     return lines
 
@@ -173,7 +174,8 @@ def family_finding(summary) -> str | None:
 
 def looped_finding(claims, transfer) -> str | None:
     """The looped study's transfer claim, with the claims ledger's verdict and interval (page 07 weighs page 05's
-    estimators and its supplementary runs; the abstract repeats its word), and the TOST p of the estimate it used."""
+    estimators and its supplementary runs; the abstract repeats its word), and the TOST p of the estimate it used.
+    ``transfer`` is the table page 07 read: the powered design's once it has finished, the 200-step study's before."""
     row = None if claims is None else claims[claims["claim"] == LOOPED_CLAIM]
     if row is None or row.empty:
         return None
