@@ -934,7 +934,8 @@ else:
 # ## Multi-Gate Residuals (arXiv 2605.23259) and looped transformers (arXiv 2606.18524)
 #
 # MGR's activation scales: the growth test above. "Without extra communication" is a claim about model-parallel
-# training, which a single process cannot test. Its gain: page 05. The looped claims: page 05's study
+# training, which a single process cannot test. Its gain: page 05. The looped claims: page 05's powered design
+# (1,000 steps, its seeds fixed by a pilot) once all its runs have finished, the 200-step study until then
 # (`rrlib.report.looped_study`, `bash scripts/looped_study.sh`), whose verdict on transfer is *transfers* (the
 # claim holds), *moves with N* (it fails) or *undecided*, and holds here only if page 05's supplementary
 # extension of the edge cells leaves it standing; and its trainability test, `scaled_loops` − `scaled` at
