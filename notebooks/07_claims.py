@@ -962,7 +962,7 @@ rows.append(ledger.row("Multi-Gate Residuals", "MGR is practical for large-scale
 # %%
 # The powered design (1,000 steps, its seeds fixed by its pilot) reads alone once page 05 has all its runs; until
 # then the 200-step study does. Both write the same tables, under their own prefix.
-looped_tables = "05_looped_power" if page_table("05_looped_power_transfer") is not None else "05_looped"
+looped_tables = looped_study.ledger_tables(tables_dir)
 looped_study_name = ("the powered design (1,000 steps)" if looped_tables == "05_looped_power"
                      else "the 200-step study")
 transfer, trainable = page_table(f"{looped_tables}_transfer"), page_table(f"{looped_tables}_trainability")

@@ -230,3 +230,12 @@ def test_a_study_without_runs_has_its_base_grid_and_no_complete_seed():
     grid, own = ls.seeds_own_grid(power_runs(range(2)).iloc[:0], ls.POWER_PILOT_SEEDS, ls.POWER)
     assert grid == ls.base_grid(ls.POWER) and len(own) == 0
     assert ls.complete_seeds(own, grid, ls.POWER_PILOT_SEEDS) == {"scaled": [], "scaled_loops": []}
+
+
+def test_the_ledger_reads_the_powered_looped_tables_only_once_page_05_has_written_them(tmp_path):
+    assert ls.ledger_tables(tmp_path) == "05_looped"  # neither: the ledger reports a study in progress
+    (tmp_path / "05_looped_transfer.csv").write_text("variant\n")
+    (tmp_path / "05_looped_power_pilot.csv").write_text("estimator\n")  # the pilot alone does not switch it
+    assert ls.ledger_tables(tmp_path) == "05_looped"
+    (tmp_path / "05_looped_power_transfer.csv").write_text("variant\n")
+    assert ls.ledger_tables(tmp_path) == "05_looped_power"

@@ -11,7 +11,7 @@ import pandas as pd
 from ..model import count_params
 from ..runs.config import ConfigError
 from ..runs.presets import load_preset
-from . import ledger
+from . import ledger, looped_study
 from .notebooks import NOTEBOOKS, QUICK_SIZES, Notebook
 
 
@@ -40,8 +40,7 @@ def abstract(tables: Path) -> list[str]:
                                                                                read("04_paper_tests")),
                     powered_finding([read(name) for name in POWERED_DESIGNS]),
                     size_finding(read("06_gap_factors")), family_finding(read("05_family_summary")),
-                    looped_finding(claims, next((t for t in (read("05_looped_power_transfer"),
-                                                              read("05_looped_transfer")) if t is not None), None))):
+                    looped_finding(claims, read(f"{looped_study.ledger_tables(tables)}_transfer"))):
         lines += [finding] if finding else []
     return lines
 

@@ -45,6 +45,7 @@ import argparse
 import math
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -89,6 +90,16 @@ POWER = Design("power", ("scaled", "scaled_loops"), {(r, n): 0 for r in ("scaled
                extra=("--set", "train.warmup_steps=100", "--set", "train.eval_every=250"))
 POWER_PILOT_SEEDS = (0, 1, 2, 3)
 CONTRAST_TARGET = 0.25  # per doubling of N: the contrast the powered design is sized to detect (page 05 says why)
+# The looped tables the claims ledger (page 07) and the index's abstract read, in order of preference: the powered
+# design's once page 05 has written them (it does only when all its seeds have finished), the 200-step study's before.
+LEDGER_TABLES = ("05_looped_power", "05_looped")
+
+
+def ledger_tables(tables: Path) -> str:
+    """The prefix of the looped tables under ``tables`` (paper/tables) that the ledger reads: the first of
+    ``LEDGER_TABLES`` whose transfer table exists, else the last (whose absence the ledger reports as a study in
+    progress). One rule for page 07 and the abstract, so that the abstract cannot quote another study's numbers."""
+    return next((prefix for prefix in LEDGER_TABLES if (tables / f"{prefix}_transfer.csv").exists()), LEDGER_TABLES[-1])
 DESIGNS = {d.name: d for d in (GRID, POWER)}
 OPTIMA_COLUMNS = ["variant", "loops", "seed", "points", "grid_lr", "parabola_lr", "best_loss", "at_edge"]
 SLOPE_COLUMNS = ["variant", "seed", "grid", "parabola"]
@@ -246,8 +257,6 @@ def extension(optima: pd.DataFrame, grid: dict[tuple[str, int], list[float]],
 
 def study_runs(out_root: str = OUT_ROOT) -> pd.DataFrame:
     """Every finished run of the study, with its learning rate and loop count as columns."""
-    from pathlib import Path
-
     from ..runs.config import project_path
     from ..runs.sweep import results_table
 
