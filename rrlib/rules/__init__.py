@@ -9,6 +9,7 @@ every rule (to build one by name, to list them) imports ``rrlib.rules``; a modul
 # in this order, the order ``RULES`` lists them in (--help, the tests, the report's tables)
 from . import per_sublayer  # noqa: F401
 from . import attention_residuals, multi_stream  # noqa: F401
+from . import dense_connections, laurel, value_residual  # noqa: F401
 from .per_sublayer import HIGHWAY_GATE_INITS
 from .protocol import INIT_STD, RULES, ConfigError, ResidualRule, StreamShape, build_rule, register, rule_class
 from .external import load_from_environment, load_rules
