@@ -92,8 +92,8 @@ class DenseFormer(_DenseOverBlocks):
     Reference equality: against ``denseformer/denseformer.py`` (``DWAModules``) of github.com/epfml/DenseFormer at
     c99a623, driven by this model's blocks at copied weights in float64 (the rule's ``alphas[b]`` is the code's
     ``alphas[b].weight``), for k, p ∈ {(1, 1), (2, 1), (2, 2)}: logits and every parameter's gradient agree to
-    8.2e-16 relative (the largest of the three; max |difference| over max |reference| per tensor), unlooped. tests/test_new_rules.py repeats it where
-    ``$RRLIB_REFERENCE_CODE`` holds that snapshot.
+    8.2e-16 relative (the largest of the three; max |difference| over max |reference| per tensor), unlooped.
+    tests/test_new_rules.py repeats it where ``$RRLIB_REFERENCE_CODE`` holds that snapshot.
     """
 
     def __init__(self, shape: StreamShape, dilation: int = 1, period: int = 1, recompute: bool = False):
