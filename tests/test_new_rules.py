@@ -433,3 +433,16 @@ def test_dynamic_dense_equals_the_authors_dense_blocks(monkeypatch):
     params = [p for b in range(L) for p in (rule.reads[b], rule.mixes[b], rule.static[b])]
     reference_params = [p for b in range(L) for p in (dense[b].w1.weight, dense[b].w2.weight, statics[b])]
     assert_equal_to_reference(model, params, reference_params, run, tokens())
+
+
+@pytest.mark.parametrize("variant", ["denseformer", "dynamic_dense"])
+def test_dense_rules_recompute_gives_the_same_gradients(variant):
+    """``recompute=True`` (rrlib.rules.cross_depth) recomputes each average in the backward pass: same numbers."""
+    plain, again = gpt(variant, dtype=torch.float64), gpt(variant, {"recompute": True}, dtype=torch.float64)
+    perturb(plain.rule)
+    again.load_state_dict(plain.state_dict())
+    idx = tokens()
+    grads = [torch.autograd.grad(m(idx)[0].square().mean(), list(m.parameters())) for m in (plain, again)]
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-15)
+
