@@ -3,8 +3,9 @@ constructed cases, their counts, the protocol extension that value residuals nee
 ``$RRLIB_REFERENCE_CODE`` names a folder holding the authors' code, equality with it in float64.
 
 ``$RRLIB_REFERENCE_CODE`` is a folder with a checkout of each reference under its repository's name:
-``DenseFormer`` (github.com/epfml/DenseFormer) and ``MUDDFormer`` (github.com/Caiyun-AI/MUDDFormer); a test whose
-snapshot is absent is skipped.
+``DenseFormer`` (github.com/epfml/DenseFormer), ``MUDDFormer`` (github.com/Caiyun-AI/MUDDFormer) and
+``Value-Residual-Learning`` (github.com/Zcchill/Value-Residual-Learning); a test whose snapshot is absent is
+skipped. Each rule's docstring names the commit compared against and the largest relative error found.
 """
 import importlib.util
 import os
@@ -446,3 +447,92 @@ def test_dense_rules_recompute_gives_the_same_gradients(variant):
     for a, b in zip(*grads):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-15)
 
+
+
+class _Anything:
+    """Whatever the ResFormer module takes from ``transformers`` at import time and this comparison never runs: a
+    decorator applied to a class gives the class back; anything else gives another ``_Anything``."""
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def __call__(self, *args, **kwargs):
+        return args[0] if len(args) == 1 and isinstance(args[0], type) and not kwargs else _Anything()
+
+    def __getattr__(self, name):
+        return _Anything()
+
+    def __getitem__(self, key):
+        return _Anything()
+
+    def __mro_entries__(self, bases):
+        return (object,)
+
+
+def stub_transformers(monkeypatch):
+    class Stub(types.ModuleType):
+        def __getattr__(self, name):
+            return _Anything()
+
+    for name in ["transformers", "transformers.activations", "transformers.cache_utils",
+                 "transformers.modeling_attn_mask_utils", "transformers.modeling_flash_attention_utils",
+                 "transformers.modeling_outputs", "transformers.modeling_rope_utils", "transformers.modeling_utils",
+                 "transformers.pytorch_utils", "transformers.utils", "transformers.models",
+                 "transformers.models.llama", "transformers.models.llama.configuration_llama"]:
+        monkeypatch.setitem(sys.modules, name, Stub(name))
+
+
+def test_value_residual_equals_the_authors_attention(monkeypatch):
+    """The authors' ``LlamaAttention`` (eager) in place of each attention of this model, at copied weights, with
+    rotary embedding off (cos 1, sin 0: this model has learned absolute positions) and a causal mask. Its softmax
+    runs in float64 here: the code casts the scores to fp32 for it (``dtype=torch.float32``), a choice for bf16
+    training that would cap a float64 comparison at fp32's precision."""
+    folder = snapshot("Value-Residual-Learning") / "src" / "modeling"
+    stub_transformers(monkeypatch)
+    softmax = F.softmax
+    monkeypatch.setattr(F, "softmax", lambda x, dim, dtype=None: softmax(x, dim))
+    reference = load_module(folder / "modeling_llama_resformer.py", "resformer_reference")
+    monkeypatch.setattr(reference, "LlamaRotaryEmbedding", lambda config: None)  # unused: positions come as cos, sin
+    model = gpt("value_residual", dtype=torch.float64)
+    config = types.SimpleNamespace(attention_dropout=0.0, hidden_size=D, num_attention_heads=4, num_key_value_heads=4,
+                                   max_position_embeddings=T, rope_theta=1e4, attention_bias=True, pretraining_tp=1)
+    attentions = {}
+    with torch.no_grad():
+        for i in range(0, model.shape.n_steps, 2):
+            theirs = reference.LlamaAttention(config, layer_idx=i // 2).double()
+            ours = model.sublayers[i].fn
+            for k, proj in enumerate((theirs.q_proj, theirs.k_proj, theirs.v_proj)):
+                proj.weight.copy_(ours.qkv.weight[k * D:(k + 1) * D])
+                proj.bias.copy_(ours.qkv.bias[k * D:(k + 1) * D])
+            theirs.o_proj.weight.copy_(ours.proj.weight)
+            theirs.o_proj.bias.copy_(ours.proj.bias)
+            attentions[i] = theirs
+    position = (torch.ones(1, T, D // 4, dtype=torch.float64), torch.zeros(1, T, D // 4, dtype=torch.float64))
+    mask = torch.zeros(T, T, dtype=torch.float64).masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+
+    def run(idx):
+        x, first = embed(model, idx), []
+        for i in range(model.shape.n_steps):
+            sub = model.sublayers[i]
+            if i % 2:
+                x = x + sub(x)
+            else:
+                x = x + attentions[i](sub.norm(x), attention_mask=mask[None, None], position_embeddings=position,
+                                      formal_layer_values=first)[0]
+        return model.head(model.norm_f(x))
+
+    theirs = [p for a in attentions.values() for p in a.parameters()]
+    ours = [p for i in attentions for p in (model.sublayers[i].fn.qkv.weight, model.sublayers[i].fn.qkv.bias,
+                                             model.sublayers[i].fn.proj.weight, model.sublayers[i].fn.proj.bias)]
+    logits = model(tokens())[0]
+    ref_logits = run(tokens())
+    assert relative_error(logits, ref_logits) < 1e-12
+    grads = torch.autograd.grad(logits.square().mean(), ours)
+    ref_grads = dict(zip(map(id, theirs), torch.autograd.grad(ref_logits.square().mean(), theirs)))
+    for i, attention in enumerate(attentions.values()):
+        q, k, v, o = (ref_grads[id(getattr(attention, n).weight)] for n in ("q_proj", "k_proj", "v_proj", "o_proj"))
+        qb, kb, vb, ob = (ref_grads[id(getattr(attention, n).bias)] for n in ("q_proj", "k_proj", "v_proj", "o_proj"))
+        assert relative_error(grads[4 * i], torch.cat([q, k, v])) < 1e-12
+        assert relative_error(grads[4 * i + 1], torch.cat([qb, kb, vb])) < 1e-12
+        assert relative_error(grads[4 * i + 2], o) < 1e-12
+        assert relative_error(grads[4 * i + 3], ob) < 1e-12
