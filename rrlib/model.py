@@ -20,9 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .rules import INIT_STD, StreamShape, build_rule
+from .rules import INIT_STD, StreamShape, ValueMixingRule, build_rule
 from .rules.compiling import compiled
-from .rules.value_residual import ValueMixingRule
 
 NORM_EPS = 1e-5
 HEAD_MULTIPLE = 64  # tensor-core tiles want matmul dimensions in multiples of 64; GPT-2's 50,257 is prime-ish

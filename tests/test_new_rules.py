@@ -536,3 +536,24 @@ def test_value_residual_equals_the_authors_attention(monkeypatch):
         assert relative_error(grads[4 * i + 1], torch.cat([qb, kb, vb])) < 1e-12
         assert relative_error(grads[4 * i + 2], o) < 1e-12
         assert relative_error(grads[4 * i + 3], ob) < 1e-12
+
+
+def test_a_value_mixing_rule_that_only_commits_still_gets_the_values(registry_as_it_was):
+    """A ValueMixingRule never takes the fused (sublayer, commit) step, which would pass no values: one written with
+    ``commit`` alone still sees every attention's values."""
+    from rrlib.rules import register
+
+    seen = []
+
+    class CountsValues(ValueMixingRule):
+        def commit(self, h, u):
+            return h + u
+
+        def values(self, state, i):
+            return lambda v: seen.append(i) or v
+
+    register("counts_values")(CountsValues)
+    model = gpt("counts_values")
+    model.hidden(tokens())
+    assert seen == list(range(0, 2 * L, 2))
+    assert torch.equal(model.hidden(tokens()), same_blocks(model).hidden(tokens()))

@@ -25,6 +25,11 @@ class ValueMixingRule(ResidualRule):
     """A rule whose attention sublayers attend over values it has seen: ``values(state, i)`` is applied to sublayer
     i's values v (B, heads, T, head dim) after the qkv projection, before attention."""
 
+    @property
+    def commits(self) -> bool:
+        """Never: the model's fused (sublayer, commit) step passes no ``values`` to the attention."""
+        return False
+
     def values(self, state, i: int) -> Callable[[torch.Tensor], torch.Tensor]:
         raise NotImplementedError
 
