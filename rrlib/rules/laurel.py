@@ -9,8 +9,11 @@ not here):
     laurel_rw   h' = α·u + β·h              α, β learned scalars per sublayer, 1 at init
     laurel_lr   h' = u + h + B(A h)         A ∈ R^{r×d}, B ∈ R^{d×r} per sublayer, rank r (``rank``)
 
-No public code: Google has not released the authors' implementation, so the equations are tested on constructed
-cases (tests/test_new_rules.py). Both start exactly as the standard residual.
+No public code of the paper: its authors (Google Research) have not released their implementation, so the
+equations are tested on constructed cases (tests/test_new_rules.py). The nearest public code is a production
+model's: Gemma 3n's model code has a LAuReL-LR block, with a normalisation after the low-rank map and used beside
+the attention sublayer, a different form from the paper's equation; it is not compared against. Both rules start
+exactly as the standard residual.
 """
 from __future__ import annotations
 
