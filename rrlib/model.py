@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .rules import INIT_STD, StreamShape, build_rule
+from .rules import INIT_STD, StreamShape, ValueMixingRule, build_rule
 from .rules.compiling import compiled
 
 NORM_EPS = 1e-5
@@ -56,10 +56,12 @@ class Attention(nn.Module):
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.proj = nn.Linear(d_model, d_model)
 
-    def forward(self, x):
+    def forward(self, x, values=None):
         B, T, C = x.shape
         hd = C // self.n_heads
         q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, hd).permute(2, 0, 3, 1, 4)
+        if values is not None:  # a rule that mixes attention values (rrlib.rules.value_residual)
+            v = values(v)
         pad = sdpa_head_dim(hd, x.device.type) - hd
         if pad:  # zero columns add nothing to q·k (the scale stays the true head dim's) and give outputs sliced off
             q, k, v = (F.pad(t, (0, pad)) for t in (q, k, v))
@@ -94,8 +96,8 @@ class Sublayer(nn.Module):
         self.norm = nn.RMSNorm(d_model, eps=NORM_EPS)
         self.fn = fn
 
-    def forward(self, h):
-        return self.fn(self.norm(h))
+    def forward(self, h, *values):
+        return self.fn(self.norm(h), *values)
 
 
 def head_rows(vocab_size: int, multiple: int = HEAD_MULTIPLE) -> int:
@@ -188,9 +190,9 @@ def residual_step(sub: nn.Module, rule, h: torch.Tensor, params: tuple) -> torch
     return rule.commit(h, sub(h), *params)
 
 
-def proposal(sub: nn.Module, h: torch.Tensor) -> torch.Tensor:
+def proposal(sub: nn.Module, h: torch.Tensor, *values) -> torch.Tensor:
     """The sublayer alone: what is compiled for rules whose state is not h (their state changes per step)."""
-    return sub(h)
+    return sub(h, *values)
 
 
 class GPT(nn.Module):
@@ -254,12 +256,14 @@ class GPT(nn.Module):
             raise ValueError(f"sequence of {T} tokens exceeds the context of {self.cfg.seq_len}")
         x0 = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))
         state = self.rule.begin(x0)
+        mixes_values = isinstance(self.rule, ValueMixingRule)
         for i in range(self.shape.n_steps):
             sub = self.sublayers[self.shape.unique(i)]
             if self.rule.commits:
                 state = self.step_fn(sub, self.rule, state, self.rule.step_params(i))
             else:
-                state = self.rule.write(state, i, self.proposal_fn(sub, self.rule.read(state, i)))
+                values = (self.rule.values(state, i),) if mixes_values and isinstance(sub.fn, Attention) else ()
+                state = self.rule.write(state, i, self.proposal_fn(sub, self.rule.read(state, i), *values))
         return self.norm_f(self.rule.end(state))
 
     def compile_steps(self, backend: str = "inductor") -> "GPT":

@@ -9,8 +9,10 @@ every rule (to build one by name, to list them) imports ``rrlib.rules``; a modul
 # in this order, the order ``RULES`` lists them in (--help, the tests, the report's tables)
 from . import per_sublayer  # noqa: F401
 from . import attention_residuals, multi_stream  # noqa: F401
+from . import dense_connections, laurel, value_residual  # noqa: F401
 from .per_sublayer import HIGHWAY_GATE_INITS
 from .protocol import INIT_STD, RULES, ConfigError, ResidualRule, StreamShape, build_rule, register, rule_class
+from .value_residual import ValueMixingRule
 from .external import load_from_environment, load_rules
 
 # a user's rules named by $RRLIB_RULES or installed as entry points (rrlib.rules.external): a notebook kernel or a
@@ -18,4 +20,4 @@ from .external import load_from_environment, load_rules
 load_from_environment()
 
 __all__ = ["HIGHWAY_GATE_INITS", "INIT_STD", "RULES", "ConfigError", "ResidualRule", "StreamShape", "build_rule",
-           "load_rules", "register", "rule_class"]
+           "ValueMixingRule", "load_rules", "register", "rule_class"]
