@@ -14,6 +14,12 @@ def shared_dir() -> Path:
     return Path(os.environ.get("RRLIB_SHARED", REPO.parent / "shared")).resolve()
 
 
+# The suite reads rrlib's data from the local copy (rrlib.runs.sources), as a machine without internet does; the
+# tests that check the other ways unset it or point it elsewhere themselves. Set here, before any test starts a
+# subprocess, so that every command and notebook kernel the tests start inherits it.
+os.environ.setdefault("RRLIB_DATA", str(shared_dir() / "data"))
+
+
 @pytest.fixture(scope="session")
 def shared() -> Path:
     path = shared_dir()
