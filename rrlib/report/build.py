@@ -124,24 +124,31 @@ def extra_parameters(items: list[str]) -> dict:
     return out
 
 
+def comparison_page(folder) -> tuple[str, Path]:
+    """(the name it is listed under, its verdict.html) of a folder that ``rrlib compare`` wrote; one sentence if not."""
+    folder = project_path(folder).resolve()
+    page = folder / "verdict.html"
+    if not (page.is_file() and (folder / "verdict.json").is_file()):
+        raise ConfigError(f"--compare {shown(folder)} holds no verdict.html and verdict.json; give a folder that "
+                          f"`python -m rrlib compare --out` wrote")
+    return _page_name(folder.parts[-1:]), page
+
+
+def _page_name(parts) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", "_".join(parts)).strip("._") or "comparison"
+
+
 def comparison_pages(folders: list) -> list[tuple[str, Path]]:
-    """(the name it is listed under, its verdict.html) of each folder that ``rrlib compare`` wrote; one sentence
-    for one that it did not. A page is named by its folder; two folders of one name are told apart by the folders
-    above them (``a/gate``, ``b/gate``: ``a_gate``, ``b_gate``), so that neither page replaces the other."""
-    folders = [project_path(folder).resolve() for folder in folders]
-    for folder in folders:
-        if not ((folder / "verdict.html").is_file() and (folder / "verdict.json").is_file()):
-            raise ConfigError(f"--compare {shown(folder)} holds no verdict.html and verdict.json; give a folder that "
-                              f"`python -m rrlib compare --out` wrote")
-    folders = list(dict.fromkeys(folders))  # one folder given twice is one page
-    depth = 1
-    while True:
-        names = ["_".join(folder.parts[-depth:]) for folder in folders]
-        if len(set(names)) == len(names) or depth >= max(len(f.parts) for f in folders):
+    """``comparison_page`` of each folder, each checked before any work. A page is named by its folder; two
+    folders of one name are told apart by the folders above them (``a/gate``, ``b/gate``: ``a_gate``, ``b_gate``),
+    so that neither page replaces the other."""
+    pages = list(dict.fromkeys(comparison_page(folder) for folder in folders))  # a folder given twice: one page
+    folders = [page.parent for _, page in pages]
+    for depth in range(2, max((len(f.parts) for f in folders), default=0) + 1):
+        if len({name for name, _ in pages}) == len(pages):
             break
-        depth += 1
-    safe = lambda name: re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("._") or "comparison"
-    return [(safe(name), folder / "verdict.html") for name, folder in zip(names, folders)]
+        pages = [(_page_name(folder.parts[-depth:]), page) for folder, (_, page) in zip(folders, pages)]
+    return pages
 
 
 def checked_data(sizes: list[str]) -> None:
