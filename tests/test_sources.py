@@ -204,3 +204,17 @@ def test_a_clone_with_neither_stops_in_one_sentence_before_writing_a_run(tmp_pat
     assert len(lines) == 1 and lines[0].startswith("error: rrlib's data is not on this machine"), done.stderr
     assert "RRLIB_DATA" in lines[0] and "internet" in lines[0]
     assert not (clone / "outputs" / "runs").exists()
+
+
+def test_the_main_job_stops_before_its_first_page_without_data(monkeypatch, tmp_path):
+    """`rrlib report` trains the tiny sweep unasked: without the data it stops before any page runs or any file of
+    the report is written (the command line prints the sentence and exits 2)."""
+    from rrlib.report import build
+
+    monkeypatch.delenv("RRLIB_DATA", raising=False)
+    no_hub(monkeypatch)
+    monkeypatch.setattr(build, "execute", lambda *a, **k: pytest.fail("a page was executed"))
+    with pytest.raises(DataError, match="set RRLIB_DATA to a local copy"):
+        build.main(["--only", "03_sweep", "--sizes", "tiny", "--out", str(tmp_path / "paper"), "--runs",
+                    str(tmp_path / "runs"), "--build", str(tmp_path / "build")])
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
