@@ -8,7 +8,8 @@ file must be made again: a source rewritten with other text of the same size and
 source, and the same bytes on a fresh clone, with new times, are the same. The tokens' hash is the data's identity
 (``TokenData.content_hash``). A cache file that is cut short or damaged is made again, with a word; so is one whose
 source changed. A file's hash is computed once per process for each version of it the file system reports (its
-size, modification and change times).
+size, modification and change times). A data file that is not where it is given but names one of rrlib's samples
+is found, or fetched, by rrlib.runs.sources, and a run's ``data_source`` says where it came from.
 """
 from __future__ import annotations
 
