@@ -58,8 +58,9 @@ def test_gpt2_without_files_or_network_names_the_offline_options(monkeypatch):
         raise ConnectionError("no route to host")  # requests' ConnectionError is an OSError too
 
     monkeypatch.delenv("RRLIB_GPT2_DIR", raising=False)
+    monkeypatch.delenv("RRLIB_DATA", raising=False)
     monkeypatch.setattr(tiktoken, "get_encoding", no_network)
-    with pytest.raises(DataError, match="gpt2_dir.*RRLIB_GPT2_DIR"):
+    with pytest.raises(DataError, match="set RRLIB_DATA.*internet.*gpt2_dir.*RRLIB_GPT2_DIR"):
         get_tokenizer("gpt2").encode("hello")
 
 

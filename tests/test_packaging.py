@@ -109,12 +109,15 @@ def test_the_installed_package_is_the_wheel_and_its_home_is_the_working_folder(v
 
 @pytest.mark.slow
 def test_the_rrlib_command_trains_tiny_in_an_empty_folder(venv, tmp_path, shared):
+    """The preset's data found through RRLIB_DATA (the suite sets it), as a user without internet would; a file of
+    one's own by --data-path."""
     data = shared / "data" / "tinystories" / "TinyStories-train-sample.txt"
     done = in_venv(venv, ["rrlib", "train", "--size", "tiny", "--variant", "review", "--steps", "3",
-                          "--eval-every", "3", "--ckpt-every", "3", "--data-path", str(data)], tmp_path)
+                          "--eval-every", "3", "--ckpt-every", "3"], tmp_path, RRLIB_DATA=str(shared / "data"))
     assert done.returncode == 0, done.stderr
     result = json.loads((tmp_path / "outputs/runs/tiny/review/seed0/result.json").read_text(encoding="utf-8"))
     assert result["status"] == "finished" and result["steps"] == 3
+    assert result["data_source"].startswith("TinyStories-train-sample.txt from $RRLIB_DATA")
     assert not list(venv.rglob("outputs")), "a run wrote into the installed package"
     own = tmp_path / "my_tiny.yaml"
     own.write_text((REPO / "params" / "tiny.yaml").read_text(encoding="utf-8").replace("d_model: 64", "d_model: 32"),

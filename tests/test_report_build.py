@@ -217,3 +217,15 @@ def test_a_pages_stderr_reaches_the_builder_line_by_line_naming_the_page(capsys)
     assert captured.out == ""
     assert captured.err.splitlines() == ["[report] 03_sweep_tiny: [sweep 1/2] tiny/review/seed0: finished",
                                          "[report] 03_sweep_tiny: [sweep 2/2] tiny/standard/seed0: done already"]
+
+
+def test_the_kernels_own_log_stays_out_of_the_builds(tmp_path, capfd):
+    """The kernel's warning at start-up ("running over TCP without encryption") and its log as it is shut down
+    are not the build's; a cell's printing to stderr (the runs' progress) still reaches it, naming the page."""
+    source = jupytext.reads('# %% tags=["parameters"]\nx = 1\n\n# %%\nimport sys\nprint("step 1/1", file=sys.stderr)\n',
+                            fmt="py:percent")
+    source.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    execute(source, {}, tmp_path / "run.ipynb", log_output=False, cell_timeout=120, stem="09_quiet")
+    err = capfd.readouterr().err
+    assert "[report] 09_quiet: step 1/1" in err
+    assert "IPKernelApp" not in err and "WARNING" not in err and "KeyboardInterrupt" not in err

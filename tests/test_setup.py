@@ -3,8 +3,8 @@ the system's python3 (which refuses pip installs, PEP 668); it makes the project
 scripts/py runs that. Inside an environment already in use, both take that one instead.
 
 The tests copy the two scripts beside a stand-in project whose requirements.txt holds only the pinned ipykernel
-(the kernel registration needs it) and the project itself, so pip installs a few small packages, not the whole
-of requirements.txt.
+(the kernel registration needs it), so pip installs a few small packages, not the whole of requirements.txt, and
+setup.sh installs the project itself, editable.
 """
 import json
 import os
@@ -51,7 +51,7 @@ def project(tmp_path) -> Path:
         shutil.copy2(REPO / "scripts" / name, root / "scripts" / name)
     pin = next(line for line in (REPO / "requirements.txt").read_text().splitlines()
                if line.startswith("ipykernel=="))
-    (root / "requirements.txt").write_text(f"{pin}\n-e .\n")
+    (root / "requirements.txt").write_text(f"{pin}\n")
     (root / "pyproject.toml").write_text(STAND_IN)
     (root / "standin").mkdir()
     (root / "standin" / "__init__.py").write_text("")
@@ -108,8 +108,12 @@ def test_on_a_stock_system_setup_makes_and_uses_the_projects_venv(stock):
     ran = run(["scripts/py", "-m", "standin"], root, env)  # the Quick start's second half, in miniature
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.split() == [str(venv), str(venv / "bin" / "python3")]  # what it starts finds it as python3
+    assert "setup: installing standin from this checkout (editable)" in said
     again = run(["bash", "scripts/setup.sh"], root, env)
     assert again.returncode == 0 and "made the project's" not in again.stdout  # the venv is kept, not remade
+    # a second run installs nothing new: neither a package nor the project again
+    assert "Installing collected packages" not in again.stdout and "Collecting" not in again.stdout
+    assert "setup: standin is installed from this checkout already (editable)" in again.stdout
 
 
 def test_an_environment_in_use_is_installed_into_and_run(stock, tmp_path):

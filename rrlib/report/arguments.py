@@ -2,11 +2,12 @@
 that loads torch or pandas, so that ``--help`` and a usage mistake answer at once."""
 from __future__ import annotations
 
+from ..home import REFERENCE_CSV
 from ..parsing import OneLineParser, add_rules_option, path_text
 from .notebooks import NOTEBOOKS
 
 DESCRIPTION = "The report in one command: execute the notebooks, render them, export the figures, write the index."
-PAPER_CSV = "../shared/reference/scaling_v8.csv"  # the paper's 42 runs, beside the project (DESIGN.md)
+PAPER_CSV = REFERENCE_CSV  # the paper's 42 runs: the committed copy (a wheel carries it inside the package)
 
 
 def parse_args(argv):
@@ -25,7 +26,7 @@ def parse_args(argv):
                    help="a folder written by `rrlib compare`: its verdict page joins the report (repeatable)")
     p.add_argument("--only", nargs="+", default=None, metavar="NOTEBOOK",
                    help=f"build only these notebooks: {', '.join(nb.name for nb in NOTEBOOKS)}")
-    p.add_argument("--paper-csv", default=None, type=path_text, help=f"the paper's runs (default: {PAPER_CSV}, from the project)")
+    p.add_argument("--paper-csv", default=None, type=path_text, help="the paper's runs (default: the committed copy, outputs/reference/scaling_v8.csv)")
     p.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE",
                    help="a parameter for every notebook that declares it (a YAML value), e.g. -p device=cuda")
     p.add_argument("--threads", type=int, default=None,

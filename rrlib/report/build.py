@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -33,9 +34,14 @@ from .arguments import PAPER_CSV, parse_args
 from .index import COMPARISONS, abstract, rendered_pages, write_index
 from .inputs import cost_text, missing_runs, page_inputs, read_inputs, write_inputs
 from .notebooks import NOTEBOOKS, QUICK_SIZES, declared_parameters, notebook_source, parameter_values, shown
+from .pages import owned_by, page_prefix, prepare, publish, size_prefixes
 from .render import render
 
 KERNEL = "python3"
+# The kernel's own log (its "running over TCP without encryption" warning at every start, a "KeyboardInterrupt
+# caught in kernel" as it is shut down) is not the build's: a cell's error reaches the page and the build by
+# papermill, and the runs' progress by PageProgress.
+KERNEL_QUIET = ["--IPKernelApp.log_level=CRITICAL"]
 QUICK_CELL_TIMEOUT = 600  # seconds: a quick build's cells take seconds, so a stuck one fails CI instead of hanging it
 
 
@@ -78,7 +84,19 @@ def execute(notebook, parameters: dict, output: Path, log_output: bool, cell_tim
     papermill.execute_notebook(notebook, str(output), parameters=parameters, kernel_name=KERNEL,
                                cwd=str(PROJECT_ROOT), progress_bar=False, log_output=log_output,
                                stderr_file=None if log_output else PageProgress(stem),
-                               execution_timeout=cell_timeout)
+                               execution_timeout=cell_timeout, extra_arguments=KERNEL_QUIET)
+
+
+def shown_as_built(executed: Path, scratch: str, final: str) -> None:
+    """The executed notebook's parameters cell naming the report's figure folder, where its figures end up, in
+    place of the scratch folder they were written to: the page reads the same whichever folder it was built in."""
+    import nbformat
+
+    notebook = nbformat.read(executed, as_version=4)
+    for cell in notebook.cells:
+        if "injected-parameters" in cell.metadata.get("tags", []):
+            cell.source = cell.source.replace(repr(scratch), repr(final)).replace(f'"{scratch}"', f'"{final}"')
+    nbformat.write(notebook, executed)
 
 
 # ---------------------------------------------------------------- the command
@@ -108,13 +126,41 @@ def extra_parameters(items: list[str]) -> dict:
 
 def comparison_page(folder) -> tuple[str, Path]:
     """(the name it is listed under, its verdict.html) of a folder that ``rrlib compare`` wrote; one sentence if not."""
-    folder = project_path(folder)
+    folder = project_path(folder).resolve()
     page = folder / "verdict.html"
     if not (page.is_file() and (folder / "verdict.json").is_file()):
         raise ConfigError(f"--compare {shown(folder)} holds no verdict.html and verdict.json; give a folder that "
                           f"`python -m rrlib compare --out` wrote")
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", folder.resolve().name).strip("._") or "comparison"
-    return name, page
+    return _page_name(folder.parts[-1:]), page
+
+
+def _page_name(parts) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", "_".join(parts)).strip("._") or "comparison"
+
+
+def comparison_pages(folders: list) -> list[tuple[str, Path]]:
+    """``comparison_page`` of each folder, each checked before any work. A page is named by its folder; two
+    folders of one name are told apart by the folders above them (``a/gate``, ``b/gate``: ``a_gate``, ``b_gate``),
+    so that neither page replaces the other."""
+    pages = list(dict.fromkeys(comparison_page(folder) for folder in folders))  # a folder given twice: one page
+    folders = [page.parent for _, page in pages]
+    for depth in range(2, max((len(f.parts) for f in folders), default=0) + 1):
+        if len({name for name, _ in pages}) == len(pages):
+            break
+        pages = [(_page_name(folder.parts[-depth:]), page) for folder, (_, page) in zip(folders, pages)]
+    return pages
+
+
+def checked_data(sizes: list[str]) -> None:
+    """The data of the sizes a build trains unasked is here or can be fetched (rrlib.runs.sources): else one
+    sentence, before any page runs or anything is written."""
+    from ..runs.sources import locate
+
+    for size in sizes:
+        data = load_preset(size).data
+        for path in (data.data_path, data.val_path):
+            if path:
+                locate(project_path(path), project_path(data.cache_dir))
 
 
 def main(argv=None) -> int:
@@ -125,15 +171,17 @@ def main(argv=None) -> int:
     build = _folder(args.build) if args.build else project_path(base)
     for folder, option in ((out, "--out"), (build, "--build")):
         checked_output(folder, option)  # before any notebook runs: a page that fails late writes nothing over
-    comparisons = [comparison_page(given_path(folder)) for folder in args.compare]  # each checked before any work
+    comparisons = comparison_pages([given_path(folder) for folder in args.compare])  # checked before any work
     unknown = set(args.only or []) - {nb.name for nb in NOTEBOOKS}
     if unknown:
         raise ConfigError(f"unknown notebook(s) {sorted(unknown)}; valid: {', '.join(nb.name for nb in NOTEBOOKS)}")
-    notebooks = [nb for nb in NOTEBOOKS if args.only is None or nb.name in args.only]
+    # --compare alone adds its pages and lists them: no notebook shows a comparison, so none is rebuilt
+    only = args.only if args.only is not None or not comparisons or args.sizes else []
+    notebooks = [nb for nb in NOTEBOOKS if only is None or nb.name in only]
     from .loading import check_run_files
 
     check_run_files(runs)  # a damaged result is named here, not by the page that trips over it
-    for nb in [nb for nb in notebooks if nb.requires and not args.quick and args.only is None]:
+    for nb in [nb for nb in notebooks if nb.requires and not args.quick and only is None]:
         if not list((runs / nb.requires).glob("*/seed*/result.json")):
             # training them here would take hours on a CPU: say so instead of starting silently
             print(f"[report] {nb.name}: skipped, no results for size {nb.requires!r} under {shown(runs)} yet "
@@ -144,10 +192,12 @@ def main(argv=None) -> int:
                            QUICK_SIZES + [s for s in sizes_with_results(runs) if s not in QUICK_SIZES])
     for size in sizes:
         load_preset(size)  # an unknown size fails here, before anything runs
+    if any(nb.per_size for nb in notebooks):
+        checked_data([s for s in sizes if s in QUICK_SIZES])
     paper_csv = project_path(given_path(args.paper_csv) if args.paper_csv else PAPER_CSV)
     if args.paper_csv and not paper_csv.is_file():  # the pages would go on without the paper's runs, unsaid
         raise ConfigError(f"--paper-csv {paper_csv} is not a file; give the paper's run table, or leave it out for "
-                          f"{PAPER_CSV}")
+                          f"the committed copy {shown(PAPER_CSV)}")
     common = {"out_root": shown(runs), "local_out_root": shown(build / "runs"),
               "loop_root": shown(runs.parent / "looped_grid"),  # the looped study's runs, beside the others
               "power_loop_root": shown(runs.parent / "looped_power"),
@@ -159,6 +209,9 @@ def main(argv=None) -> int:
         os.environ["OMP_NUM_THREADS"] = str(threads)  # read by each kernel's torch at start-up
     (out / "figures").mkdir(parents=True, exist_ok=True)
     built = read_inputs(out)
+    from ..runs.presets import available_sizes
+
+    every_size = {*available_sizes(), *sizes}
     start = time.perf_counter()
     for nb in notebooks:
         source = notebook_source(nb)
@@ -179,9 +232,12 @@ def main(argv=None) -> int:
             if missing:
                 print(f"[report] {stem}: training {cost_text(missing)}", flush=True)
             number = nb.name.split("_")[0]
-            mine = f"{number}_{size}_*" if size else f"{number}_*"
-            for old in [*(out / "figures").glob(f"{mine}.png"), *(out / "tables").glob(f"{mine}.csv")]:
-                old.unlink()  # figures and tables are the notebook's: a rerun replaces them all
+            # figures and tables are the notebook's: a rerun replaces them all, and none of another page's
+            mine = owned_by(page_prefix(number, size), size_prefixes(number, every_size) if size else set())
+            scratch = build / "pages" / stem
+            copied = prepare(scratch, out, mine)
+            if "figures_dir" in parameters:
+                parameters["figures_dir"] = shown(scratch / "figures")
             print(f"[report] {stem}: executing", flush=True)
             t0 = time.perf_counter()
             executed = build / "notebooks" / f"{stem}.ipynb"
@@ -189,9 +245,13 @@ def main(argv=None) -> int:
                 execute(source, parameters, executed, args.verbose, QUICK_CELL_TIMEOUT if args.quick else None, stem)
             except Exception as err:  # papermill re-raises a cell's error and keeps the notebook up to it
                 reason = (str(err).strip().splitlines() or [type(err).__name__])[-1]
-                print(f"error: {stem} failed ({reason}); the executed notebook is {shown(executed)}", flush=True)
+                print(f"error: {stem} failed ({reason}); the executed notebook is {shown(executed)}; the report's "
+                      f"files are as they were", flush=True)
                 return 1
-            render(executed, out, stem, nb.name)
+            shown_as_built(executed, shown(scratch / "figures"), shown(out / "figures"))
+            render(executed, scratch, stem, nb.name)
+            publish(scratch, out, stem, mine, copied)
+            shutil.rmtree(scratch)
             if size not in QUICK_SIZES:  # the smoke test's runs are trained afresh on every clone: never reused
                 built[stem] = inputs
                 write_inputs(out, built)

@@ -6,7 +6,7 @@ overrides only what differs, and a caller's overrides (``{"train": {"steps": 5}}
 (rrlib.runs.presets). The model's own settings are ``rrlib.model.ModelConfig``; the checks every setting passes are
 rrlib.runs.validate's.
 
-Relative paths. A path the library is given (a preset's ``data_path: ../shared/...``, ``cache_dir``, an
+Relative paths. A path the library is given (a preset's ``data_path``, ``cache_dir``, an
 ``out_root`` passed to ``resolve_run`` or ``run_sweep``, the ``out_root`` a result file records) is read against
 the project root (``project_path``; rrlib.home: the checkout, or for an installed package $RRLIB_HOME or the
 current folder), so it means the same file from any folder and on every clone. A path typed on

@@ -8,6 +8,7 @@ paired design) and a resumed run continues exactly.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 from functools import cached_property
@@ -21,6 +22,37 @@ import torch
 
 class DataError(ValueError):
     """A data problem the user can fix (bad name, missing file, no network): one sentence, no traceback."""
+
+
+# ----------------------------------------------------------------------------- where the data lies
+
+DATA_VARIABLE = "RRLIB_DATA"  # a local copy of rrlib's data folder (rrlib.runs.sources)
+BOTH_WAYS = (f"set {DATA_VARIABLE} to a local copy of rrlib's data folder (tinystories/ with the samples, gpt2/ with "
+             f"encoder.json and vocab.bpe), or run where the internet is reachable, so that rrlib fetches them "
+             f"(TinyStories through datasets, GPT-2's BPE through tiktoken)")
+# GPT-2's BPE files, with the SHA-256 tiktoken's own gpt2 encoding checks
+GPT2_FILES = {"encoder.json": "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783",
+              "vocab.bpe": "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5"}
+
+
+def data_root() -> Path | None:
+    """The local copy of rrlib's data folder that ``$RRLIB_DATA`` names (None: unset); one sentence if it is no folder."""
+    text = os.environ.get(DATA_VARIABLE)
+    if not text:
+        return None
+    root = Path(text).expanduser().resolve()
+    if not root.is_dir():
+        raise DataError(f"{DATA_VARIABLE}={text} is not a folder; point it at a local copy of rrlib's data folder "
+                        f"(tinystories/, gpt2/), or unset it to fetch the data online")
+    return root
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 24):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 # ----------------------------------------------------------------------------- tokenizers
@@ -105,23 +137,39 @@ def _checked_eos_in_text(value: str) -> str:
 
 
 def _gpt2_encoding(gpt2_dir: str | os.PathLike | None):
-    """GPT-2 from local `encoder.json` + `vocab.bpe` when a folder is given, else tiktoken's download."""
+    """GPT-2 from local `encoder.json` + `vocab.bpe` (``gpt2_folder``), else tiktoken's download."""
     import tiktoken
     from tiktoken.load import data_gym_to_mergeable_bpe_ranks
 
-    folder = gpt2_dir or os.environ.get("RRLIB_GPT2_DIR")
+    folder = gpt2_folder(gpt2_dir)
     if folder is None:
         try:
             return tiktoken.get_encoding("gpt2")
         except (OSError, ValueError) as err:  # requests' errors are OSErrors; a bad download is a ValueError
-            raise DataError("could not download the GPT-2 tokenizer; offline, pass gpt2_dir= or set "
-                            "RRLIB_GPT2_DIR to a folder holding encoder.json and vocab.bpe") from err
-    vocab, encoder = Path(folder) / "vocab.bpe", Path(folder) / "encoder.json"
-    if not (vocab.is_file() and encoder.is_file()):
-        raise DataError(f"gpt2_dir/RRLIB_GPT2_DIR {folder} must hold encoder.json and vocab.bpe")
-    ranks = data_gym_to_mergeable_bpe_ranks(vocab_bpe_file=str(vocab), encoder_json_file=str(encoder))
+            raise DataError(f"GPT-2's BPE files are not on this machine and tiktoken could not download them "
+                            f"({type(err).__name__}); {BOTH_WAYS}, or pass gpt2_dir= (or set RRLIB_GPT2_DIR) to a "
+                            f"folder holding encoder.json and vocab.bpe") from err
+    ranks = data_gym_to_mergeable_bpe_ranks(vocab_bpe_file=str(folder / "vocab.bpe"),
+                                            encoder_json_file=str(folder / "encoder.json"))
     return tiktoken.Encoding(name="gpt2", pat_str=GPT2_PATTERN, mergeable_ranks=ranks,
                              special_tokens={EOT: GPT2Tokenizer.eos_id}, explicit_n_vocab=GPT2Tokenizer.vocab_size)
+
+
+def gpt2_folder(gpt2_dir: str | os.PathLike | None) -> Path | None:
+    """The folder GPT-2's BPE files are read from (``gpt2_dir``, ``$RRLIB_GPT2_DIR``, else ``$RRLIB_DATA/gpt2``), each
+    file checked against the SHA-256 tiktoken checks; None: tiktoken downloads them (and checks the same hashes)."""
+    given = gpt2_dir or os.environ.get("RRLIB_GPT2_DIR")
+    root = data_root()
+    if given is None and root is None:
+        return None
+    folder, where = (Path(given), "gpt2_dir/RRLIB_GPT2_DIR") if given is not None else (root / "gpt2", DATA_VARIABLE)
+    for name, expected in GPT2_FILES.items():
+        if not (folder / name).is_file():
+            raise DataError(f"{where} {folder} must hold encoder.json and vocab.bpe")
+        if sha256_of(folder / name) != expected:
+            raise DataError(f"{folder / name} is not GPT-2's {name} (its SHA-256 is not {expected[:16]}…, the one "
+                            f"tiktoken checks); restore it from a copy of GPT-2's BPE files")
+    return folder
 
 
 def get_tokenizer(name: str, gpt2_dir: str | os.PathLike | None = None, eos_in_text: str = "special") -> Tokenizer:

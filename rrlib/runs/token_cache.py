@@ -8,7 +8,8 @@ file must be made again: a source rewritten with other text of the same size and
 source, and the same bytes on a fresh clone, with new times, are the same. The tokens' hash is the data's identity
 (``TokenData.content_hash``). A cache file that is cut short or damaged is made again, with a word; so is one whose
 source changed. A file's hash is computed once per process for each version of it the file system reports (its
-size, modification and change times).
+size, modification and change times). A data file that is not where it is given but names one of rrlib's samples
+is found, or fetched, by rrlib.runs.sources, and a run's ``data_source`` says where it came from.
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ import numpy as np
 from .data import (DATASETS, HELDOUT, HELDOUT_CUTS, DataError, Tokenizer, checked_file, get_tokenizer, hub_stories,
                    iter_stories)
 from .disk import disk_full, full_disk, remove_stale_tmp, tmp_beside
+from .sources import locate
 
 
 def _tokenize_to_file(stories: Iterable[str], tokenizer: Tokenizer, path: Path, source: dict | None, origin: str,
@@ -109,8 +111,9 @@ def _unusable(cache: Path, source: dict | None) -> str | None:
 
 
 def _stream(dataset: str, path, split: str, max_stories: int | None, tokenizer: Tokenizer,
-            cache_dir) -> tuple[np.memmap, str]:
-    """One split as cached tokens, and their SHA-256: a local file keyed by its path, a hub split by its name.
+            cache_dir) -> tuple[np.memmap, str, str | None]:
+    """One split as cached tokens, their SHA-256, and where a local file was found (rrlib.runs.sources.locate;
+    None for a file read where it was given, or a hub split): a file keyed by its path, a hub split by its name.
 
     Stories are read (and the hub reached) only when there is no usable cache, so a cached run works offline.
     """
@@ -118,10 +121,12 @@ def _stream(dataset: str, path, split: str, max_stories: int | None, tokenizer: 
            "split": split}
     if tokenizer.eos_in_text != "text":  # caches made before the setting existed encoded it as text
         key["eos_in_text"] = tokenizer.eos_in_text
+    where = None
     if path is None:
         key |= {"name": dataset, "source": DATASETS[dataset]}
         source = None
     else:
+        path, where = locate(path, cache_dir)
         path = checked_file(path)
         key |= {"name": path.stem, "source": str(path)}
         source = {"sha256": _file_sha256(path)}
@@ -140,10 +145,15 @@ def _stream(dataset: str, path, split: str, max_stories: int | None, tokenizer: 
         stories = hub_stories(dataset, split, max_stories) if path is None else iter_stories(path, max_stories)
         _tokenize_to_file(stories, tokenizer, cache, source, f"{dataset} ({split})" if path is None else str(path))
     sha256 = json.loads(_record_path(cache).read_text(encoding="utf-8"))["sha256"]
-    return np.memmap(cache, dtype=np.uint16, mode="r"), sha256
+    return np.memmap(cache, dtype=np.uint16, mode="r"), sha256, where
 
 
 # ----------------------------------------------------------------------------- train / held-out
+
+def _named(path, where: str | None) -> str:
+    """A data file as a run's ``data_source`` names it: by name, and where it was found unless read as given."""
+    return Path(path).name if where is None else f"{Path(path).name} from {where}"
+
 
 @dataclass
 class TokenData:
@@ -183,16 +193,16 @@ def load_token_data(dataset: str = "tinystories", data_path=None, val_path=None,
     if heldout == "validation" and data_path is not None and val_path is None:
         raise DataError("heldout='validation' with a local data_path needs val_path= (the validation file)")
     tok = get_tokenizer(tokenizer, gpt2_dir, eos_in_text)
-    train, content_hash = _stream(dataset, data_path, "train", max_stories, tok, cache_dir)
-    origin = DATASETS[dataset] if data_path is None else Path(data_path).name
+    train, content_hash, where = _stream(dataset, data_path, "train", max_stories, tok, cache_dir)
+    origin = DATASETS[dataset] if data_path is None else _named(data_path, where)
     limit = "all" if max_stories is None else f"at most the first {max_stories:,}"
     if heldout == "tail":
         cut = HELDOUT_CUTS[heldout_cut](len(train), heldout_frac)
         train, held = train[:cut], train[cut:]
         held_name = f"last {heldout_frac:.0%} of the train stream"
     else:
-        held, held_hash = _stream(dataset, val_path, "validation", None, tok, cache_dir)
-        held_name = "validation split" if val_path is None else Path(val_path).name
+        held, held_hash, where = _stream(dataset, val_path, "validation", None, tok, cache_dir)
+        held_name = "validation split" if val_path is None else _named(val_path, where)
         content_hash = hashlib.sha256(f"{content_hash}+{held_hash}".encode()).hexdigest()
     return TokenData(train=train, heldout=held, tokenizer_name=tok.name, vocab_size=tok.vocab_size,
                      eos_id=tok.eos_id, source=f"{origin} ({limit} train stories; held out: {held_name})",

@@ -2,7 +2,7 @@
 
     python -m rrlib bench --size 60m --size 1b --variants review,highway,standard --compile
     python -m rrlib bench --size mini --variants review,standard --device cpu --steps 1 --repeats 30 --threads 1
-    python -m rrlib bench --tokenize ../shared/data/tinystories/TinyStories-train-sample.txt
+    python -m rrlib bench --tokenize "$RRLIB_DATA/tinystories/TinyStories-train-sample.txt"
 
 Every (size, variant) of one invocation is measured in one process (rrlib.speed.timing), on random tokens of the
 model's vocabulary, with a run's step (rrlib.runs.optim: make_optimizer's AdamW, fused on CUDA; gradient clipping;

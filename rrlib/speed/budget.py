@@ -29,7 +29,7 @@ from ..runs.presets import load_preset, resolve_run
 from .peaks import table_peak
 from .pricing import PAPER_SIZES, PAPER_VARIANTS, read_paper_csv
 
-PAPER_CSV = "../shared/reference/scaling_v8.csv"
+PAPER_CSV = "outputs/reference/scaling_v8.csv"  # the committed copy
 
 # What the code's FLOPs and memory traffic predict for a compiled bf16 training step of Review on an H200 (an
 # estimate made by reading the code's matmuls and elementwise passes against the device's peak and bandwidth,

@@ -1,0 +1,158 @@
+"""Where rrlib's data comes from on any machine, and the SHA-256 each source is checked against.
+
+The CPU presets train on two small cuts of TinyStories, named by file in ``data_path`` (a run's fingerprint
+names its data file by name alone, rrlib.runs.runfiles, so every committed run keeps its identity):
+
+- ``TinyStories-train-sample.txt``: the first 2,316 stories of the train split;
+- ``TinyStories-valid-sample.txt``: the first 1,000 stories of the validation split;
+
+both in the dataset's raw-text format (each story followed by a line ``<|endoftext|>``). A ``data_path`` that is a file where it points is read as it is. One that is not, and that
+names one of these samples, is found in this order:
+
+1. ``$RRLIB_DATA``, a local copy of rrlib's data folder (``tinystories/<sample>``, ``gpt2/encoder.json`` and
+   ``gpt2/vocab.bpe``): its bytes must hash to the SHA-256 recorded in ``SAMPLES``, else it is refused;
+2. the cut fetched earlier, kept under ``<cache_dir>/data/`` with the hash it had when fetched;
+3. the hub: the split's first stories through ``datasets`` (streamed, so only those are read), written in the
+   raw-text format under ``<cache_dir>/data/``, as the sample was made: the train sample is a cut of the raw
+   train file, whose stories are written as the hub gives them; the validation sample went through the
+   ``datasets`` loader and was then normalised (no blank lines between paragraphs, no trailing spaces), and so
+   is its cut.
+
+What is known and what is not. Two hashes are recorded per sample: of the file's bytes (a local copy must match
+it) and of its stories as rrlib reads them (each stripped, in order), which fix its tokens and so a run's
+``data_hash``. The raw train file puts blank lines between some stories, which no cut of the hub's rows can
+give back, so a train cut is judged by its stories. Whether the hub's first stories are the samples' stories
+cannot be checked without a connection. A cut whose stories differ is used all the same, with a warning: a run
+records where its data came from (``data_source``) and the hash of its tokens (``data_hash``), so runs on other
+stories show it at once and are never taken for the committed ones (rrlib.runs.folders compares ``data_hash``).
+
+GPT-2's BPE comes from a folder (``gpt2_dir``, ``$RRLIB_GPT2_DIR`` or ``$RRLIB_DATA/gpt2``) whose two files must
+hash to the SHA-256 that tiktoken itself checks, else through tiktoken's own download, which checks them too
+(rrlib.runs.data.gpt2_folder).
+A machine with none of these stops in one sentence that names both ways, before anything is written.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from dataclasses import dataclass
+from itertools import islice
+from pathlib import Path
+
+from .data import BOTH_WAYS, DATA_VARIABLE, EOT, DataError, data_root, iter_stories, sha256_of
+
+HUB_DATASET = "roneneldan/TinyStories"
+
+
+@dataclass(frozen=True)
+class Sample:
+    folder: str  # where it lies in a data folder such as $RRLIB_DATA
+    split: str  # the hub split it is the beginning of
+    stories: int
+    sha256: str  # of the file's bytes: the samples the committed runs trained on
+    stories_sha256: str  # of its stories as rrlib reads them (``stories_hash``): what its tokens are made from
+    normalised: bool  # its paragraphs were normalised to the raw format (``raw_text``)
+
+
+SAMPLES = {
+    "TinyStories-train-sample.txt": Sample(
+        "tinystories", "train", 2316, "ba02237f5747a07d420cb7329f721fdc51b6f5c35a81788b9c4bb871e15ff30a",
+        "7bf12df1c2fea8134b35ee986327116b179079deaa0b69664fc5f3f3c6f7233e", normalised=False),
+    "TinyStories-valid-sample.txt": Sample(
+        "tinystories", "validation", 1000, "ac8d5c5ecb5efa58032d68fa6aea68e30f9a226c6df1e65a5cd4964e4e368e47",
+        "1e3bf99f0c2f1907ab49431f3502ea0e0ae1c807dd243c84c12f71f54b91a5d7", normalised=True),
+}
+
+
+def locate(path: str | os.PathLike, cache_dir) -> tuple[Path, str | None]:
+    """The file a ``data_path``/``val_path`` reads, and where it came from, in words (None where it is the file
+    as given). A path that is no file and names no sample is returned as it is, for the caller's own message."""
+    path = Path(path)
+    sample = SAMPLES.get(path.name)
+    if path.exists() or sample is None:
+        return path, None
+    root = data_root()
+    if root is not None:
+        local = root / sample.folder / path.name
+        if not local.is_file():
+            raise DataError(f"{DATA_VARIABLE}={root} holds no {sample.folder}/{path.name}; point it at a copy of "
+                            f"rrlib's data folder, or unset it to fetch the sample online")
+        if (found := sha256_of(local)) != sample.sha256:
+            raise DataError(f"{local} hashes to {found[:16]}…, not to the SHA-256 rrlib records for {path.name} "
+                            f"({sample.sha256[:16]}…); restore the file, or unset {DATA_VARIABLE} to fetch it online")
+        return local, f"${DATA_VARIABLE}"
+    fetched = Path(cache_dir) / "data" / sample.folder / path.name
+    if not _fetched_intact(fetched):
+        _fetch_cut(path.name, sample, fetched)
+    return fetched, f"{HUB_DATASET} ({sample.split}, first {sample.stories:,} stories) through datasets"
+
+
+def _record(fetched: Path) -> Path:
+    return fetched.with_name(fetched.name + ".json")
+
+
+def _fetched_intact(fetched: Path) -> bool:
+    """Whether an earlier cut is here with the bytes it had when fetched."""
+    try:
+        recorded = json.loads(_record(fetched).read_text(encoding="utf-8"))["sha256"]
+        return fetched.is_file() and sha256_of(fetched) == recorded
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def raw_text(story: str, normalised: bool) -> str:
+    """A story in the raw-text format, then a line ``<|endoftext|>``; ``normalised``: without blank lines between
+    its paragraphs or trailing spaces."""
+    if normalised:
+        story = "\n".join(line.rstrip() for line in story.splitlines() if line.strip())
+    return story.strip() + f"\n{EOT}\n"
+
+
+def stories_hash(stories) -> str:
+    """The SHA-256 of stories as rrlib reads them (rrlib.runs.data.iter_stories), each ended by a NUL."""
+    digest = hashlib.sha256()
+    for story in stories:
+        digest.update(story.encode("utf-8") + b"\0")
+    return digest.hexdigest()
+
+
+def hub_cut(split: str, stories: int, normalised: bool) -> bytes:
+    """The first ``stories`` stories of the hub's split, streamed (only those are read), in the raw-text format."""
+    try:
+        import datasets
+
+        rows = datasets.load_dataset(HUB_DATASET, split=split, streaming=True)
+        texts = [row["text"] for row in islice(rows, stories)]
+    except Exception as err:  # ConnectionError, the hub's offline errors, a missing package: all "no copy here"
+        reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise DataError(f"rrlib's data is not on this machine and {HUB_DATASET} could not be reached ({reason}); "
+                        f"{BOTH_WAYS}") from None
+    if len(texts) < stories:
+        raise DataError(f"{HUB_DATASET} ({split}) gave {len(texts):,} stories where {stories:,} were asked; "
+                        f"{BOTH_WAYS}")
+    return "".join(raw_text(text, normalised) for text in texts).encode("utf-8")
+
+
+def _fetch_cut(name: str, sample: Sample, fetched: Path) -> None:
+    """Cut the sample from the hub into ``fetched`` (atomically), with a record of its hash; a warning where its
+    stories are not the recorded sample's."""
+    body = hub_cut(sample.split, sample.stories, sample.normalised)  # before anything is written
+    sha256 = hashlib.sha256(body).hexdigest()
+    try:
+        fetched.parent.mkdir(parents=True, exist_ok=True)
+        tmp = fetched.with_name(f"{fetched.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(body)
+        os.replace(tmp, fetched)
+        _record(fetched).write_text(json.dumps({"sha256": sha256, "source": HUB_DATASET, "split": sample.split,
+                                                "stories": sample.stories}, sort_keys=True) + "\n", encoding="utf-8")
+    except OSError as err:
+        raise DataError(f"cannot write {fetched} ({err.strerror or err}); set data.cache_dir to a folder you can "
+                        f"write") from None
+    found = stories_hash(iter_stories(fetched))
+    print(f"[rrlib] cut {name} from {HUB_DATASET} ({sample.split}, first {sample.stories:,} stories) -> {fetched}: "
+          + ("the same stories as the sample the committed runs trained on" if found == sample.stories_sha256 else
+             f"other stories than the sample the committed runs trained on (their SHA-256 {found[:16]}…, recorded "
+             f"{sample.stories_sha256[:16]}…), so runs on it are new runs: their data_hash differs"),
+          file=sys.stderr, flush=True)
