@@ -56,7 +56,7 @@ if "google.colab" in sys.modules:
 
 # %% tags=["parameters"]
 out_root = "outputs/runs"  # our run folders, every size found there
-paper_csv = "../shared/reference/scaling_v8.csv"  # the paper's runs, relative to the project root
+paper_csv = "outputs/reference/scaling_v8.csv"  # the paper's runs (the committed copy), relative to the project root
 variants = ["review", "highway", "standard"]  # the paper's comparison
 exclude_sizes = ["tiny", "family", "family_mini"]  # not points on the scale axis: the smoke test, notebook 05's comparison
 recipe_root = "outputs/recipe"  # the recipe ablation's run folders (scripts/recipe_ablation.sh)

@@ -50,7 +50,7 @@ if "google.colab" in sys.modules:
 out_root = "outputs/runs"  # run folders; finished runs are read, never retrained here
 grid_sizes = ["micro_steps100", "micro_steps300", "micro_steps1200",
               "mini_steps100", "mini_steps300", "mini_steps1200"]  # the size × tokens grid (scripts/study.sh)
-paper_csv = "../shared/reference/scaling_v8.csv"  # the paper's runs, relative to the project root
+paper_csv = "outputs/reference/scaling_v8.csv"  # the paper's runs (the committed copy), relative to the project root
 variants = ["review", "highway", "standard"]
 metric = "fixed_loss"  # the primary metric (notebook 04 says why): our fixed held-out set, identical for every run
 secondary_metric = "val_loss"  # the paper's evaluation, shown beside every test
