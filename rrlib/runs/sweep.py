@@ -14,7 +14,7 @@ import sys
 
 import pandas as pd
 
-from ..rules import rule_class
+from ..rules.external import known_rule
 from .config import ConfigError, project_path
 from .device import pick_device
 from .folders import RunBusy, claimed
@@ -49,7 +49,7 @@ def grid(size: str, variants=None, seeds=None, shard: tuple[int, int] = (0, 1)) 
     preset = load_preset(size)
     variants = list(preset.variants if variants is None else variants)
     for v in variants:
-        rule_class(v)
+        known_rule(v)
     seeds = [check_seed(s) for s in (seeds if seeds is not None else preset.seeds)]
     for name, given in (("variants", variants), ("seeds", seeds)):
         if not given:
