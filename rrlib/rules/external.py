@@ -70,7 +70,7 @@ def load_rules(spec: str) -> list[str]:
     else:
         names = _registered(str(path.resolve()), f"file {path.name}", lambda: _load_file(path, spec))
     for name in names:
-        GIVEN.setdefault(name, spec)
+        GIVEN[name] = spec
     return names
 
 
