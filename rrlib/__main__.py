@@ -147,17 +147,22 @@ def seed_count(text: str) -> list[int]:
     return csv_list(seed_number)(text)
 
 
-def size_names(params_dir: Path = PARAMS_DIR) -> list[str]:
+def size_names(params_dir: Path | None = None) -> list[str]:
     """rrlib.runs.presets.available_sizes() read without loading torch: one name per preset file, or
-    ``<name><value>`` per value of its ``expand:``; a file that does not parse is left out, as there."""
+    ``<name><value>`` per value of its ``expand:``; a file that does not parse or cannot be read (a folder named
+    *.yaml) is left out, as there, and so is an ``expand:`` that is not a list of values (the library names that
+    file's fault when its size is asked for): --help never fails on one preset."""
     names = []
-    for path in sorted(params_dir.glob("*.yaml")):
+    for path in sorted((PARAMS_DIR if params_dir is None else params_dir).glob("*.yaml")):
         try:
             raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (yaml.YAMLError, UnicodeDecodeError):
+        except (yaml.YAMLError, UnicodeDecodeError, OSError):
             continue
         expand = raw.get("expand") if isinstance(raw, dict) else None
-        names += [f"{path.stem}{v}" for v in next(iter(expand.values()))] if isinstance(expand, dict) else [path.stem]
+        values = next(iter(expand.values()), None) if isinstance(expand, dict) else None
+        if expand and not (isinstance(values, list) and len(expand) == 1):
+            continue
+        names += [f"{path.stem}{v}" for v in values] if expand else [path.stem]
     return names
 
 

@@ -222,7 +222,8 @@ def sized(monkeypatch, diffs, **request):
 
     def fake_train(req, seeds, log):
         return [(None, {"variant": v, "seed": s, "status": "finished",
-                        "fixed_loss": 2.0 + (diffs[s] if v == "mine" else 0.0)}) for s in seeds for v in ("mine", "standard")]
+                        "fixed_loss": 2.0 + (diffs[s] if v == "mine" else 0.0)})
+                for s in seeds for v in ("mine", "standard")]
 
     monkeypatch.setattr(engine, "train", fake_train)
     monkeypatch.setattr(engine, "results_frame", lambda done: pd.DataFrame([r for _, r in done]))
@@ -312,8 +313,103 @@ def test_compare_s_runs_root_is_under_out_unless_runs_is_given(tmp_path, monkeyp
     asked = []
     monkeypatch.setattr(engine, "run", lambda req, out, command, log: asked.append((req, out, command)))
     monkeypatch.chdir(tmp_path)
-    base = ["compare", "--size", "tiny", "--variants", "review", "--against", "standard", "--seeds", "2", "--out", "mine"]
+    base = ["compare", "--size", "tiny", "--variants", "review", "--against", "standard", "--seeds", "2", "--out",
+            "mine"]
     assert cli.main(base) == 0 and cli.main([*base, "--runs", "elsewhere"]) == 0
     (default, out, command), (named, _, _) = asked
     assert Path(default.runs_root) == tmp_path / "mine" / "runs" and Path(named.runs_root) == tmp_path / "elsewhere"
     assert default.reuse_root == engine.STUDY_ROOT and command.endswith(" ".join(base))
+
+
+# ---------------------------------------------------------------- round 3's leftovers, one sentence each
+
+def test_a_preset_expanding_over_one_value_or_a_folder_named_yaml_never_breaks_help(tmp_path, monkeypatch, capsys):
+    from rrlib import __main__ as cli
+
+    (tmp_path / "good.yaml").write_text("model: {d_model: 64}\n")
+    (tmp_path / "depth.yaml").write_text("expand: {n_layers: 5}\n")
+    (tmp_path / "folder.yaml").mkdir()
+    assert cli.size_names(tmp_path) == ["good"]
+    monkeypatch.setattr(cli, "PARAMS_DIR", tmp_path)
+    for argv in (["--help"], ["train", "--help"], ["compare", "--help"]):
+        with pytest.raises(SystemExit) as stop:
+            cli.main(argv)
+        assert stop.value.code == 0
+    assert "good" in capsys.readouterr().out
+
+
+def test_help_s_description_is_whole_and_names_compare(capsys):
+    from rrlib import __main__ as cli
+
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "Train, sweep, compare, benchmark and report: rrlib train|sweep|compare|bench|report" in text
+    assert "each command has its own --help)." in text
+
+
+def test_a_yes_for_a_setting_of_named_choices_names_them(tmp_path, monkeypatch, capsys):
+    status, _, err = cli(tmp_path, monkeypatch, capsys, "train", "--variant", "standard", *TINY, "--set",
+                         "train.keep_weights=yes", "--out", "runs")
+    assert one_sentence(status, err) and "train.keep_weights must be one of none, bf16, fp32, got True" in err
+    assert "YAML reads yes" in err and not (tmp_path / "runs").exists()
+
+
+def test_a_log_removed_while_the_run_trains_is_said_and_the_run_is_not_recorded(tmp_path, monkeypatch, shared):
+    from rrlib.runs import train
+    from rrlib.runs.presets import resolve_run
+    from rrlib.runs.runfiles import StateError
+
+    original = train._log
+
+    def log_then_remove(metrics, record):
+        original(metrics, record)
+        Path(metrics.name).unlink(missing_ok=True)
+
+    monkeypatch.setattr(train, "_log", log_then_remove)
+    run = resolve_run("tiny", "standard", 0, {"train": {"steps": 4, "eval_every": 4, "fixed_eval_tokens": 2048,
+                                                        "paper_eval_batches": 1}}, str(tmp_path / "runs"))
+    with pytest.raises(StateError, match="metrics.jsonl was removed or replaced while the run trained"):
+        train.train_run(run, progress=False)
+    assert not (run.run_dir / "result.json").exists()
+
+
+def test_a_result_in_another_cell_s_folder_is_left_out_of_the_table_and_named(tmp_path, monkeypatch):
+    from rrlib.runs import sweep
+
+    result = {"size": "tiny", "variant": "review", "seed": 0, "params_M": 0.3, "steps": 4, "val_loss": 5.0,
+              "ece": 0.1, "minutes": 0.1}
+    for seed in (0, 5):  # seed 0's folder copied to seed 5's place
+        folder = tmp_path / "tiny" / "review" / f"seed{seed}"
+        folder.mkdir(parents=True)
+        (folder / "result.json").write_text(json.dumps(result))
+    monkeypatch.setattr(sweep, "read_result", lambda run_dir: json.loads((run_dir / "result.json").read_text()))
+    lines = []
+    table = sweep.results_table(str(tmp_path), "tiny", log=lines.append)
+    assert list(table["seed"]) == [0]
+    assert lines == [f"[results] left out: {tmp_path / 'tiny/review/seed5/result.json'} holds the result of "
+                     f"tiny/review/seed0, not of its own folder tiny/review/seed5; move it back where it belongs"]
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--threads", "-1"], "--threads: give a whole number of threads of at least 1"),
+    (["--runs", "README.md"], "--runs: README.md is a file; give the folder"),
+])
+def test_report_refuses_a_bad_thread_count_and_a_runs_file_before_any_notebook(monkeypatch, capsys, argv, said):
+    from rrlib.report.arguments import parse_args
+
+    monkeypatch.chdir(REPO)
+    with pytest.raises(SystemExit) as stop:
+        parse_args(argv)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and said in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_bad_row_of_the_paper_s_table_is_named_by_its_line_in_the_file(tmp_path):
+    from rrlib.runs.config import ConfigError
+    from rrlib.speed.pricing import read_paper_csv
+
+    csv = tmp_path / "paper.csv"
+    csv.write_text("size,variant,steps,minutes\n\n60M,review,100,5\n60M,review,-1,5\n")
+    with pytest.raises(ConfigError, match=r"paper.csv line 4: steps must be a positive whole number, got -1$"):
+        read_paper_csv(csv)

@@ -41,12 +41,17 @@ def _kind(path: Path, option: str, follow: bool = True) -> str | None:
     return FOLDER if stat.S_ISDIR(mode) else FILE if stat.S_ISREG(mode) else "other"
 
 
+def _no_link(target: Path, option: str) -> None:
+    if _kind(target, option, follow=False) == "link":
+        raise ConfigError(f"cannot write {target}: {target} {A_LINK}; remove the link or give {option} another path")
+
+
 def checked_run_outputs(run_dir: Path, cache_dir: Path) -> None:
     """The two places a training run writes: its folder (under ``--out``) with each file it writes there, and the
     token cache."""
     checked_output(run_dir, "--out")
-    for name in RUN_FILES:
-        checked_output(run_dir / name, "--out", kind=FILE)
+    for name in RUN_FILES:  # a link among them; anything else in a file's place is named by the run folder's checks
+        _no_link(run_dir / name, "--out")
     checked_output(cache_dir, "data.cache_dir")
 
 
@@ -59,10 +64,8 @@ def checked_output(path: str | os.PathLike, option: str, kind: str = FOLDER, bes
     path = Path(path)
     targets = [path, *(path.with_suffix(suffix) for suffix in beside)]
     for target in targets:
-        there = _kind(target, option, follow=False)
-        if there == "link":
-            raise ConfigError(f"cannot write {target}: {target} {A_LINK}; remove the link or give {option} another "
-                              f"path")
+        _no_link(target, option)
+        there = _kind(target, option)
         if there == "other":
             raise ConfigError(f"cannot write {target}: {target} {NEVER_WRITTEN}; give {option} another path")
         if kind == FILE and there == FOLDER:

@@ -136,16 +136,25 @@ def run_sweep(size: str, variants=None, seeds=None, overrides: dict | None = Non
 def results_table(out_root: str = "outputs/runs", size: str | None = None, log=None) -> pd.DataFrame:
     """Every result.json under ``out_root`` (one size, or all) as a tidy table in the paper's schema.
 
-    A result that cannot be read is left out of the table and named (on stderr unless ``log`` is given).
+    A result that cannot be read, or that records another cell than its folder's (a folder copied to another
+    seed's place), is left out of the table and named (on stderr unless ``log`` is given).
     """
     root = project_path(out_root)
     pattern = f"{size}/*/seed*/result.json" if size else "*/*/seed*/result.json"
+    say = log or (lambda m: print(m, file=sys.stderr))
     rows = []
     for path in sorted(root.glob(pattern)):
         try:
-            rows.append(read_result(path.parent))
+            result = read_result(path.parent)
         except StateError as err:
-            (log or (lambda m: print(m, file=sys.stderr)))(f"[results] left out: {err}")
+            say(f"[results] left out: {err}")
+            continue
+        cell = (result["size"], result["variant"], f"seed{result['seed']}")
+        if cell != path.parent.parts[-3:]:
+            say(f"[results] left out: {path} holds the result of {'/'.join(cell)}, not of its own folder "
+                f"{'/'.join(path.parent.parts[-3:])}; move it back where it belongs")
+            continue
+        rows.append(result)
     if not rows:
         return pd.DataFrame(columns=PAPER_COLUMNS)
     table = pd.DataFrame(rows)
