@@ -15,6 +15,7 @@ import sys
 import pandas as pd
 
 from ..rules.external import known_rule
+from .checkpoints import write_bytes_atomic
 from .config import ConfigError, project_path
 from .device import pick_device
 from .folders import RunBusy, claimed
@@ -123,7 +124,7 @@ def run_sweep(size: str, variants=None, seeds=None, overrides: dict | None = Non
         log(f"[sweep] {statuses.count('diverged')} of {len(runs)} {size} runs diverged (status diverged in the table)")
     table = results_table(out_root, size, log=log)
     if len(table):
-        table.to_csv(project_path(out_root) / size / "results.csv", index=False)
+        write_bytes_atomic(project_path(out_root) / size / "results.csv", table.to_csv(index=False).encode())
         asked = {(run.variant, run.seed) for run in runs}
         table = table[[cell in asked for cell in zip(table["variant"], table["seed"])]].reset_index(drop=True)
     if problems:

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from ..model import GPT
-from ..runs.checkpoints import write_json_atomic
+from ..runs.checkpoints import write_bytes_atomic, write_json_atomic
 from ..home import PROJECT_ROOT, REFERENCE_CSV
 from ..runs.config import ConfigError
 from ..runs.presets import resolve_run
@@ -189,7 +189,7 @@ def main(argv=None) -> int:
     sweep = merged_sweep(files, csv)
     write_json_atomic(outdir / "sweep.json", sweep)
     report = render_sweep(sweep)
-    (outdir / "sweep.md").write_text(report + "\n")
+    write_bytes_atomic(outdir / "sweep.md", (report + "\n").encode())
     print(report)
     return 0
 
