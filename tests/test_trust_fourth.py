@@ -413,3 +413,21 @@ def test_a_bad_row_of_the_paper_s_table_is_named_by_its_line_in_the_file(tmp_pat
     csv.write_text("size,variant,steps,minutes\n\n60M,review,100,5\n60M,review,-1,5\n")
     with pytest.raises(ConfigError, match=r"paper.csv line 4: steps must be a positive whole number, got -1$"):
         read_paper_csv(csv)
+
+
+def test_a_rule_that_fails_in_the_time_estimate_is_named(tmp_path, monkeypatch, capsys):
+    from rrlib.runs import pace
+    from rrlib.runs.config import ConfigError
+    from rrlib.runs.presets import resolve_run
+
+    monkeypatch.setattr(pace, "time_step", lambda run: torch.zeros(2, 3) @ torch.zeros(2, 3))
+    run = resolve_run("tiny", "review", 0, {"data": {"cache_dir": str(tmp_path)}}, str(tmp_path / "runs"))
+    with pytest.raises(ConfigError, match=r"^the rule review fails a training step of its tiny model \(timed for the "
+                                          r"estimate\): RuntimeError: mat1 and mat2 shapes cannot be multiplied"):
+        pace.estimated_seconds([run])
+
+
+def test_the_estimate_reads_in_seconds_minutes_or_hours():
+    from rrlib.compare.engine import duration
+
+    assert (duration(25), duration(360), duration(3 * 3600)) == ("25 s", "6 min", "3.0 h")

@@ -34,10 +34,10 @@ import pandas as pd
 from ..report.verdict import (ALPHA, DEFAULT_MARGIN, METRIC, POWER, compare_pairs, design_seeds, mark_diverged,
                               paired_power)
 from ..rules.external import GIVEN, rule_source
-from ..runs.config import ConfigError, RunConfig
+from ..runs.config import ConfigError, RunConfig, project_path
 from ..runs.device import pick_device, resolve_precision
 from ..runs.folders import claimed, finished_at
-from ..runs.pace import estimated_seconds
+from ..runs.pace import PACE_FILE, estimated_seconds
 from ..runs.presets import resolve_run
 from ..runs.runfiles import RunConflict, StateError
 from ..runs.sweep import run_sweep
@@ -152,11 +152,22 @@ def describe(done, todo, log) -> None:
     log("[compare] to train: " + "; ".join(f"{v} seeds {', '.join(map(str, s))}" for v, s in by_rule.items()))
     device = pick_device(todo[0].train.device)
     if device.type == "cpu":
-        minutes = estimated_seconds(todo) / 60
-        log(f"[compare] about {minutes:,.0f} min of training on this CPU (each model's step timed here, times its "
-            f"steps; evaluations and a loaded machine add to it)")
+        seconds = estimated_seconds(todo)
+        store = project_path(todo[0].data.cache_dir) / PACE_FILE
+        log(f"[compare] about {duration(seconds)} of training on this CPU: each model's step, timed once on this "
+            f"machine and kept in {store} (delete it to time again, e.g. after the machine was busy), times its "
+            f"steps; evaluations add to it")
     else:
         log(f"[compare] on {device}: no estimate is made before the first steps (the progress bar gives one)")
+
+
+def duration(seconds: float) -> str:
+    """'25 s', '6 min', '3.5 h': a time the way one reads it."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def train(req: Request, seeds, log) -> list[tuple[RunConfig, dict]] | None:
