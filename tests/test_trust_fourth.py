@@ -431,3 +431,15 @@ def test_the_estimate_reads_in_seconds_minutes_or_hours():
     from rrlib.compare.engine import duration
 
     assert (duration(25), duration(360), duration(3 * 3600)) == ("25 s", "6 min", "3.0 h")
+
+
+def test_a_rule_identical_to_its_baseline_on_every_seed_is_equivalent_not_inconclusive(monkeypatch):
+    from rrlib.compare import engine
+
+    table = constructed({"copy": [2.0, 2.1, 2.05], "standard": [2.0, 2.1, 2.05]})
+    rows = engine.verdict_table(engine.Request("tiny", ["copy"], ["standard"], seeds=[0, 1, 2]), table,
+                                {"seeds": [0, 1, 2], "sized": False}, None)
+    assert rows.iloc[0]["verdict"] == "equivalent" and rows.iloc[0]["p_equivalent_holm"] == 0.0
+    assert verdict.sentence(rows.iloc[0]).startswith("copy is equivalent to standard within ±0.01 nats")
+    # compare_pairs itself, which the report's pages read, leaves such a pair untested as before
+    assert verdict.compare_pairs(table, ["copy"], ["standard"]).iloc[0]["verdict"] == "inconclusive"

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from ..report.verdict import (ALPHA, DEFAULT_MARGIN, METRIC, POWER, compare_pairs, design_seeds, mark_diverged,
-                              paired_power)
+                              mark_identical, paired_power)
 from ..rules.external import GIVEN, rule_source
 from ..runs.config import ConfigError, RunConfig, project_path
 from ..runs.device import pick_device, resolve_precision
@@ -295,7 +295,7 @@ def verdict_table(req: Request, table: pd.DataFrame, design: dict, timing: dict 
     """The pairs' statistics (rrlib.report.verdict) with each side's parameters, FLOPs and step time per FLOP."""
     seeds = design["seeds"]
     rows = compare_pairs(table, req.variants, req.baselines, req.metric, req.margin, req.alpha, seeds=seeds)
-    rows = mark_diverged(rows, table, seeds, req.metric)
+    rows = mark_diverged(mark_identical(rows), table, seeds, req.metric)
     means = table[table["seed"].isin(seeds)].groupby("variant")[["params", "flops_per_token"]].mean()
     for side in ("variant", "baseline"):
         rows[f"params_{side}"] = rows[side].map(means["params"]).round().astype("Int64")

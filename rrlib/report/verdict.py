@@ -176,6 +176,19 @@ def mark_diverged(rows: pd.DataFrame, table: pd.DataFrame, seeds, metric: str = 
     return rows
 
 
+def mark_identical(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` (compare_pairs') where a pair's runs gave exactly the same loss on every one of two or more seeds
+    marked ``equivalent`` with a TOST p of 0: no t statistic exists without spread, but no true gap other than 0 fits
+    such data (a rule that computes what its baseline computes). compare_pairs itself leaves them untested, as the
+    report's pages read them (page 05's scaled_loops and scaled at N = 1 are such a pair)."""
+    rows = rows.copy()
+    same = (rows["seeds"] >= 2) & (rows["gap"] == 0) & (rows["sd"] == 0)
+    rows.loc[same, ["ci_low", "ci_high", "p_equivalent", "p_equivalent_holm"]] = 0.0
+    rows.loc[same, ["p", "p_holm"]] = 1.0
+    rows.loc[same, "verdict"] = "equivalent"
+    return rows
+
+
 def sentence(row) -> str:
     """The verdict of one row in words, naming the variant and its baseline (never a fixed rule name)."""
     gap = f"{row['gap']:+.4f} nats [{row['ci_low']:+.4f}, {row['ci_high']:+.4f}]"
