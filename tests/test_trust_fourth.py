@@ -443,3 +443,11 @@ def test_a_rule_identical_to_its_baseline_on_every_seed_is_equivalent_not_inconc
     assert verdict.sentence(rows.iloc[0]).startswith("copy is equivalent to standard within ±0.01 nats")
     # compare_pairs itself, which the report's pages read, leaves such a pair untested as before
     assert verdict.compare_pairs(table, ["copy"], ["standard"]).iloc[0]["verdict"] == "inconclusive"
+
+
+def test_compare_s_advice_about_a_run_folder_names_runs_not_out(tmp_path, monkeypatch, capsys, shared):
+    other = [*TINY, "--set", "train.lr=0.001"]  # a finished run of other settings where compare's would go
+    assert cli(tmp_path, monkeypatch, capsys, "train", "--variant", "review", *other, "--out", "verdict/runs")[0] == 0
+    status, _, err = cli(tmp_path, monkeypatch, capsys, "compare", "--variants", "review", "--against", "standard",
+                         "--seeds", "2", *TINY, "--out", "verdict")
+    assert one_sentence(status, err) and "train this one under another --runs" in err and "--out" not in err, err

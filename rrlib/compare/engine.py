@@ -119,6 +119,11 @@ def resolved(req: Request, seeds) -> list[RunConfig]:
     return [resolve_run(req.size, v, s, req.overrides, req.runs_root) for s in seeds for v in req.rules]
 
 
+def runs_flag(advice: str) -> str:
+    """A run folder's advice as compare gives it: the runs root is compare's --runs (train's and sweep's --out)."""
+    return advice.replace("--out", "--runs")
+
+
 def plan(runs: list[RunConfig], move_aside: bool = False, reuse_root: str | None = None
          ) -> tuple[list[tuple[RunConfig, dict]], list[RunConfig]]:
     """(finished runs with their results, runs still to train). A run not finished under its own root is taken
@@ -130,7 +135,7 @@ def plan(runs: list[RunConfig], move_aside: bool = False, reuse_root: str | None
             settled, result = claimed(run)
         except (RunConflict, StateError) as err:
             if not move_aside:
-                raise ConfigError(str(err).replace("under another --out", "under another --runs")) from None
+                raise ConfigError(runs_flag(str(err))) from None
             settled, result = run, None  # the sweep moves the folder aside and trains it afresh
         if result is None and reuse_root is not None:
             settled, result = finished_at(run, reuse_root) or (settled, None)
@@ -182,8 +187,11 @@ def train(req: Request, seeds, log) -> list[tuple[RunConfig, dict]] | None:
     if n > 1 and todo:
         log(f"[compare] shard {k}/{n} trains {len(mine)} of the {len(todo)} missing runs")
     if mine:
-        run_sweep(req.size, log=log, out_root=req.runs_root, overrides=req.overrides, move_aside=req.move_aside,
-                  allow_slow=req.allow_slow, cells=[(run.variant, run.seed) for run in mine])
+        try:
+            run_sweep(req.size, log=log, out_root=req.runs_root, overrides=req.overrides, move_aside=req.move_aside,
+                      allow_slow=req.allow_slow, cells=[(run.variant, run.seed) for run in mine])
+        except ConfigError as err:  # the sweep's advice names its runs root --out, which compare calls --runs
+            raise ConfigError(runs_flag(str(err))) from None
     done, todo = plan(resolved(req, seeds), reuse_root=req.reuse_root)
     if todo:
         if n > 1:
