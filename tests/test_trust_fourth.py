@@ -393,7 +393,7 @@ def test_a_result_in_another_cell_s_folder_is_left_out_of_the_table_and_named(tm
 
 @pytest.mark.parametrize("argv, said", [
     (["--threads", "-1"], "--threads: give a whole number of threads of at least 1"),
-    (["--runs", "README.md"], "--runs: README.md is a file; give the folder"),
+    (["--runs", "README.md"], "--runs: README.md is not a folder; give the folder"),
 ])
 def test_report_refuses_a_bad_thread_count_and_a_runs_file_before_any_notebook(monkeypatch, capsys, argv, said):
     from rrlib.report.arguments import parse_args

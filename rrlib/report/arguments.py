@@ -24,11 +24,11 @@ def thread_count(text: str) -> int:
 
 
 def runs_folder(text: str) -> str:
-    """--runs: a folder of runs (<size>/<variant>/seed<k>/), or a path where none is yet; a file is refused here,
-    before any notebook runs."""
+    """--runs: a folder of runs (<size>/<variant>/seed<k>/), or a path where none is yet; anything else is refused
+    here, before any notebook runs."""
     text = path_text(text)
     if os.path.exists(text) and not os.path.isdir(text):
-        raise argparse.ArgumentTypeError(f"{text} is a file; give the folder that holds the runs "
+        raise argparse.ArgumentTypeError(f"{text} is not a folder; give the folder that holds the runs "
                                          f"(<size>/<variant>/seed<k>/), e.g. outputs/runs")
     return text
 
