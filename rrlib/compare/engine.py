@@ -31,8 +31,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..report.stats import detectable_gap
 from ..report.verdict import (ALPHA, DEFAULT_MARGIN, METRIC, POWER, compare_pairs, design_seeds, mark_diverged,
-                              mark_identical, paired_power)
+                              mark_identical, paired_power, sd_upper_bound)
 from ..rules.external import GIVEN, rule_source
 from ..runs.config import ConfigError, RunConfig, project_path
 from ..runs.device import pick_device, resolve_precision
@@ -242,7 +243,7 @@ def sized_design(req: Request, log) -> tuple[pd.DataFrame | None, dict]:
                 f"needs {need} seeds, reached (power {power:.0%} at the SD met)")
             design.update(seeds=seeds, stopped="target reached", power_reached=power)
             return table, design
-        at_most = design_seeds_detect(sd, len(seeds), req.max_seeds, req.alpha, comparisons)
+        at_most = detects_at(sd, len(seeds), req.max_seeds, req.alpha, comparisons)
         if len(seeds) >= req.max_seeds:
             log(f"[compare] at {len(seeds)} seeds (--max-seeds) the largest paired SD is {sd:.4f}: the design "
                 f"detects {at_most:.4f} nats, not the target {req.detect:g} (power {power:.0%} for it)")
@@ -275,12 +276,9 @@ def unsizable(rows: pd.DataFrame) -> str | None:
     return None
 
 
-def design_seeds_detect(sd: float, pilot_n: int, seeds: int, alpha: float, comparisons: int) -> float:
+def detects_at(sd: float, pilot_n: int, seeds: int, alpha: float, comparisons: int) -> float:
     """The gap a design of ``seeds`` seeds detects at the SD's upper bound and Holm's α, the way design_seeds sizes
     it: what --max-seeds would buy."""
-    from ..report.stats import detectable_gap
-    from ..report.verdict import sd_upper_bound
-
     return detectable_gap(sd_upper_bound(sd, pilot_n), seeds, alpha / comparisons)
 
 

@@ -90,8 +90,8 @@ def _registered(key: str, origin: str, load) -> list[str]:
     state = torch_state()
     try:
         load()
-        changed = [f"{what} from {was!r} to {now!r}" for what, (was, now) in
-                   ((what, (state[what], now)) for what, now in torch_state().items()) if was != now]
+        after = torch_state()
+        changed = [f"{what} from {state[what]!r} to {after[what]!r}" for what in state if after[what] != state[what]]
         if changed:
             raise ConfigError(f"the rules of {origin} change torch's global state as they import ("
                               f"{'; '.join(changed)}), which would change every run beside them under the same "
