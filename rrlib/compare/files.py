@@ -110,6 +110,7 @@ def write(folder: Path, request, rows: pd.DataFrame, table: pd.DataFrame, design
     temporary = {name: folder / f".{name}.{os.getpid()}.tmp" for name in contents}
     try:
         for name, data in contents.items():
+            temporary[name].unlink(missing_ok=True)  # left by a killed call, or a link: created afresh ("x")
             with open(temporary[name], "xb") as fh:
                 fh.write(data)
                 fh.flush()
