@@ -291,8 +291,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=seed_count, default=None,
                    help="how many seeds (5 means 0-4), or a comma-separated list; or --detect instead")
     p.add_argument("--detect", type=float, default=None, metavar="EFFECT",
-                   help="size the design: add seeds until the detectable gap (80%% power, paired) is at most EFFECT "
-                        "nats, from a pilot of --pilot-seeds, up to --max-seeds")
+                   help="size the design: add seeds until it detects EFFECT nats (80%% power, paired, at Holm's "
+                        "alpha over the call's comparisons, from the upper 80%% bound of the pilot's SD), from a "
+                        "pilot of --pilot-seeds, up to --max-seeds")
     p.add_argument("--pilot-seeds", type=int, default=4, help="seeds of the pilot with --detect (default: 4)")
     p.add_argument("--max-seeds", type=int, default=16, help="the most seeds --detect may add up to (default: 16)")
     p.add_argument("--margin", type=float, default=None,
@@ -307,7 +308,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_overrides(p, out_flag=None)
     add_rules_option(p)
     p.add_argument("--out", required=True, type=path_text,
-                   help="the folder for verdict.csv, verdict.json and verdict.html")
+                   help="the folder for verdict.csv, verdict.json and verdict.html, and for the runs it trains "
+                        "(<--out>/runs) unless --runs names another")
     return parser
 
 
