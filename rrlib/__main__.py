@@ -1,5 +1,5 @@
-"""Train, sweep, benchmark and report: rrlib train|sweep|bench|report ... (also python -m rrlib ...; each has its
-own --help).
+"""Train, sweep, compare, benchmark and report: rrlib train|sweep|compare|bench|report ... (also python -m rrlib
+...; each command has its own --help).
 
 Every error a user can cause (unknown size or variant, bad numbers, missing data) ends in one sentence and
 exit status 2; nothing already written is touched. A relative path typed here (--out, --data-path, --val-path,
@@ -147,17 +147,22 @@ def seed_count(text: str) -> list[int]:
     return csv_list(seed_number)(text)
 
 
-def size_names(params_dir: Path = PARAMS_DIR) -> list[str]:
+def size_names(params_dir: Path | None = None) -> list[str]:
     """rrlib.runs.presets.available_sizes() read without loading torch: one name per preset file, or
-    ``<name><value>`` per value of its ``expand:``; a file that does not parse is left out, as there."""
+    ``<name><value>`` per value of its ``expand:``; a file that does not parse or cannot be read (a folder named
+    *.yaml) is left out, as there, and so is an ``expand:`` that is not a list of values (the library names that
+    file's fault when its size is asked for): --help never fails on one preset."""
     names = []
-    for path in sorted(params_dir.glob("*.yaml")):
+    for path in sorted((PARAMS_DIR if params_dir is None else params_dir).glob("*.yaml")):
         try:
             raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (yaml.YAMLError, UnicodeDecodeError):
+        except (yaml.YAMLError, UnicodeDecodeError, OSError):
             continue
         expand = raw.get("expand") if isinstance(raw, dict) else None
-        names += [f"{path.stem}{v}" for v in next(iter(expand.values()))] if isinstance(expand, dict) else [path.stem]
+        values = next(iter(expand.values()), None) if isinstance(expand, dict) else None
+        if expand and not (isinstance(values, list) and len(expand) == 1):
+            continue
+        names += [f"{path.stem}{v}" for v in values] if expand else [path.stem]
     return names
 
 
@@ -178,16 +183,17 @@ def prog() -> str:
     return "rrlib" if Path(sys.argv[0]).name == "rrlib" else "python -m rrlib"
 
 
+USER_ERRORS = {("rrlib.rules.protocol", "ConfigError"), ("rrlib.runs.data", "DataError")}
+
+
 def reported(command) -> int:
-    """``command()``'s exit status; an error the user caused is one line on stderr and status 2. (Both error
-    classes are ValueErrors; they are imported only once one is raised, as they load torch.)"""
+    """``command()``'s exit status; an error the user caused is one line on stderr and status 2. Both error classes
+    are ValueErrors, told apart by name rather than imported: importing them loads ``rrlib.rules``, which loads the
+    rules ``$RRLIB_RULES`` names, and an error there would be raised again inside this handler."""
     try:
         return command()
     except ValueError as err:
-        from .runs.config import ConfigError
-        from .runs.data import DataError
-
-        if not isinstance(err, (ConfigError, DataError)):
+        if not any((cls.__module__, cls.__name__) in USER_ERRORS for cls in type(err).__mro__):
             raise
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -246,7 +252,7 @@ def load_given_rules(argv: list[str]) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of train, sweep and compare (bench and report have their own: DELEGATED)."""
-    parser = OneLineParser(prog=prog(), description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog=prog(), description=" ".join(__doc__.split("\n\n")[0].split()))
     sub = parser.add_subparsers(dest="command", required=True)
     for name, text in (("bench", "throughput, MFU and memory per variant"),
                        ("report", "execute the notebooks and render the report into paper/")):
@@ -285,8 +291,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=seed_count, default=None,
                    help="how many seeds (5 means 0-4), or a comma-separated list; or --detect instead")
     p.add_argument("--detect", type=float, default=None, metavar="EFFECT",
-                   help="size the design: add seeds until the detectable gap (80%% power, paired) is at most EFFECT "
-                        "nats, from a pilot of --pilot-seeds, up to --max-seeds")
+                   help="size the design: add seeds until it detects EFFECT nats (80%% power, paired, at Holm's "
+                        "alpha over the call's comparisons, from the upper 80%% bound of the pilot's SD), from a "
+                        "pilot of --pilot-seeds, up to --max-seeds")
     p.add_argument("--pilot-seeds", type=int, default=4, help="seeds of the pilot with --detect (default: 4)")
     p.add_argument("--max-seeds", type=int, default=16, help="the most seeds --detect may add up to (default: 16)")
     p.add_argument("--margin", type=float, default=None,
@@ -296,11 +303,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-timing", action="store_true", help="skip the step-time-per-FLOP measurement")
     p.add_argument("--shard", default="0/1", help="k/n: train only this machine's share of the missing runs")
     p.add_argument("--runs", default=None, type=path_text,
-                   help="root of the run folders, relative to the current folder (default: the project's outputs/runs)")
+                   help="where the runs it trains go, relative to the current folder (default: <--out>/runs); the "
+                        "project's finished runs in outputs/runs are reused where they match, never written")
     add_overrides(p, out_flag=None)
     add_rules_option(p)
     p.add_argument("--out", required=True, type=path_text,
-                   help="the folder for verdict.csv, verdict.json and verdict.html")
+                   help="the folder for verdict.csv, verdict.json and verdict.html, and for the runs it trains "
+                        "(<--out>/runs) unless --runs names another")
     return parser
 
 
@@ -322,7 +331,7 @@ def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return reported(lambda: run_command(args))
+        return reported(lambda: run_command(args, argv))
     except KeyboardInterrupt as err:
         print(f"interrupted: {err}" if str(err) else "interrupted", file=sys.stderr)
         return 130
@@ -334,7 +343,7 @@ def out_root(given: str | None) -> str:
     return "outputs/runs" if given is None else given_path(given)
 
 
-def run_command(args) -> int:
+def run_command(args, argv: list[str]) -> int:
     from .runs.config import ConfigError
 
     if args.command == "train":
@@ -374,24 +383,32 @@ def run_command(args) -> int:
             return 1
         return 0
     if args.command == "compare":
-        return compare_command(args)
+        return compare_command(args, argv)
     raise AssertionError(args.command)
 
 
-def compare_command(args) -> int:
+def compare_command(args, argv: list[str]) -> int:
     from .compare.engine import Request, run
-    from .runs.provenance import command_line
     from .runs.sweep import parse_shard
 
+    out = Path(args.out).expanduser().absolute()
     request = Request(size=args.size, variants=args.variants, baselines=args.against, seeds=args.seeds,
                       detect=args.detect, pilot_seeds=args.pilot_seeds, max_seeds=args.max_seeds,
                       **({} if args.margin is None else {"margin": args.margin}), alpha=args.alpha,
                       overrides=overrides_from(args),
-                      runs_root=out_root(args.runs),
+                      runs_root=out_root(args.runs) if args.runs is not None else given_path(out / "runs"),
                       shard=parse_shard(args.shard), timing=not args.no_timing, move_aside=args.move_aside,
                       allow_slow=args.allow_slow or None)
-    run(request, Path(args.out).expanduser().absolute(), command_line(), log=print)  # None: other shards' runs
+    run(request, out, typed(argv), log=print)  # None: other shards' runs
     return 0
+
+
+def typed(argv: list[str]) -> str:
+    """The command as the user typed it, paths as given: the verdict's "Reproduce" line is for the user who ran it,
+    on the machine that holds the rule files it names."""
+    import shlex
+
+    return " ".join([prog(), *map(shlex.quote, argv)])
 
 
 if __name__ == "__main__":

@@ -14,9 +14,10 @@ def test_compare_end_to_end_at_tiny_agrees_with_the_statistics_module(tmp_path, 
                                                                        registry_as_it_was, user_rule):
     from rrlib.__main__ import main
 
-    user_rule(tmp_path)
+    (tmp_path / "rules").mkdir()
+    user_rule(tmp_path / "rules")
     monkeypatch.chdir(tmp_path)
-    args = ["compare", "--rules", "my_rules.py", "--variants", "sigmoid_scalar", "--against", "standard,review",
+    args = ["compare", "--rules", "rules/my_rules.py", "--variants", "sigmoid_scalar", "--against", "standard,review",
             "--size", "tiny", "--seeds", "2", "--steps", "4", "--set", "train.eval_every=4", "--set",
             "train.fixed_eval_tokens=2048", "--set", "train.paper_eval_batches=1", "--runs", "runs", "--out", "verdict"]
     assert main(args) == 0
@@ -25,9 +26,11 @@ def test_compare_end_to_end_at_tiny_agrees_with_the_statistics_module(tmp_path, 
     rows = pd.read_csv(tmp_path / "verdict" / "verdict.csv").set_index("baseline")
     summary = json.loads((tmp_path / "verdict" / "verdict.json").read_text())
     assert "Holm over the 2 comparisons" in summary["correction"]
-    assert summary["rules"] == {"sigmoid_scalar": {"origin": "file my_rules.py",
+    assert summary["rules"] == {"sigmoid_scalar": {"origin": "file my_rules.py", "given": "rules/my_rules.py",
                                                    "sha256": summary["rules"]["sigmoid_scalar"]["sha256"]}}
-    assert (tmp_path / "verdict" / "verdict.html").read_text().count("<tr") == 3  # header + 2 pairs
+    page = (tmp_path / "verdict" / "verdict.html").read_text()
+    assert page.count("<tr") == 3  # header + 2 pairs
+    assert summary["command"].endswith(" ".join(args)) and "--rules rules/my_rules.py" in page  # the path as given
     # the same numbers from the runs' own result files, by the report's statistics module
     results = pd.DataFrame([json.loads(p.read_text()) for p in (tmp_path / "runs" / "tiny").glob("*/seed*/result.json")])
     table = stats.compare(results, "fixed_loss", reference="sigmoid_scalar", n_boot=0).set_index("baseline")
@@ -42,6 +45,9 @@ def test_compare_end_to_end_at_tiny_agrees_with_the_statistics_module(tmp_path, 
     assert rows.loc["standard", "step_per_flop_vs_standard_baseline"] == pytest.approx(1.0)
     assert rows.loc["standard", "step_per_flop_vs_standard_variant"] > 0
     assert rows.loc["review", "params_variant"] >= rows.loc["review", "params_baseline"]  # matched to Review's
+    # each side's own parameter count on the page, not the variant's twice
+    assert f"{rows.loc['review', 'params_variant']:,} / {rows.loc['review', 'params_baseline']:,}" in page
+    assert rows.loc["review", "params_baseline"] != rows.loc["standard", "params_baseline"]
     # asked again: nothing to train, the same verdict
     assert main(args + ["--no-timing"]) == 0
     assert "6 runs finished already (reused), 0 to train" in capsys.readouterr().out
@@ -185,7 +191,7 @@ def test_shards_split_the_missing_runs_not_the_grid(monkeypatch, n):
     finished = [(SimpleNamespace(variant="standard", seed=s), {"status": "finished"}) for s in seeds]
     missing = [SimpleNamespace(variant="mgr", seed=s) for s in seeds]
     monkeypatch.setattr(engine, "resolved", lambda req, seeds: None)  # no model is built: plan below answers
-    monkeypatch.setattr(engine, "plan", lambda runs, move_aside=False: (finished, missing))
+    monkeypatch.setattr(engine, "plan", lambda runs, move_aside=False, reuse_root=None: (finished, missing))
     monkeypatch.setattr(engine, "describe", lambda done, todo, log: None)
     trained = []
     monkeypatch.setattr(engine, "run_sweep", lambda size, **kw: trained.append(kw["cells"]))

@@ -3,31 +3,48 @@
 The design is paired by seed: a seed fixes the batch order and the evaluation windows for every variant, so the
 per-seed difference on ``fixed_loss`` carries the signal (rrlib.report.verdict). With ``detect`` the seed count is
 not given but sized: a pilot of ``pilot_seeds`` seeds measures the SD of every pair's differences, the seeds the
-largest SD needs for the target detectable gap (80 % power, α, paired) are added, and the SD is measured again
-over them, until every pair's detectable gap is at most the target or ``max_seeds`` is reached. Sizing on the
-runs themselves (an internal pilot) is said in the verdict file, as is which of the two ended it.
+largest SD needs for the target detectable gap are added (``verdict.design_seeds``: 80 % power at Holm's α over
+the call's comparisons, from the SD's upper 80 % bound), and the SD is measured again over them, until every
+pair's detectable gap is at most the target or ``max_seeds`` is reached. Sizing on the runs themselves (an
+internal pilot) is said in the verdict file, as is which of the two ended it and the power the design reached. A
+pair whose rule diverged, or whose runs did not differ at all, has no SD to size from: the design stops and says
+so, never "target reached".
+
+Where the runs live. Every run the call trains goes under its own runs root: ``--runs``, or ``<--out>/runs``. A
+finished run of the project's own study (``outputs/runs``, the committed baselines) with the same fingerprint is
+read from there and never written to: the checkout's committed results stay as they were.
+
+Whole or absent. Every input is checked before the first file is written: the flags, every run's settings, the
+output folder and its files (no link, nothing but regular files), and a one-step trial of each rule on a small
+batch, which names a rule that fails and its error. The verdict's files are written together (rrlib.compare.files).
 """
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fcntl
+import os
 import sys
 import types
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from ..report.verdict import ALPHA, DEFAULT_MARGIN, METRIC, compare_pairs, seeds_needed
-from ..rules.external import rule_source
-from ..runs.config import ConfigError, RunConfig
+from ..report.stats import detectable_gap
+from ..report.verdict import (ALPHA, DEFAULT_MARGIN, METRIC, POWER, compare_pairs, design_seeds, mark_diverged,
+                              mark_identical, paired_power, sd_upper_bound)
+from ..rules.external import GIVEN, rule_source
+from ..runs.config import ConfigError, RunConfig, project_path
 from ..runs.device import pick_device, resolve_precision
-from ..runs.folders import claimed
-from ..runs.pace import estimated_seconds
+from ..runs.folders import claimed, finished_at
+from ..runs.pace import PACE_FILE, estimated_seconds
 from ..runs.presets import resolve_run
 from ..runs.runfiles import RunConflict, StateError
 from ..runs.sweep import run_sweep
 
 STANDARD = "standard"  # the rule whose step time per FLOP every other's is divided by
+STUDY_ROOT = "outputs/runs"  # the project's committed runs: read for reuse, never written by compare
 
 
 @dataclasses.dataclass
@@ -45,11 +62,17 @@ class Request:
     alpha: float = ALPHA
     metric: str = METRIC
     overrides: dict = dataclasses.field(default_factory=dict)
-    runs_root: str = "outputs/runs"
+    runs_root: str = "runs"  # where this call trains; the command line makes it <--out>/runs unless --runs is given
+    reuse_root: str | None = STUDY_ROOT  # finished runs read from here (never written); None: none
     shard: tuple[int, int] = (0, 1)
     timing: bool = True
     move_aside: bool = False
     allow_slow: bool | None = None
+
+    @property
+    def pairs(self) -> list[tuple[str, str]]:
+        """Every (variant, baseline) the call tests, in order (a rule is never compared with itself)."""
+        return [(v, b) for v in self.variants for b in self.baselines if v != b]
 
     @property
     def rules(self) -> list[str]:
@@ -63,6 +86,15 @@ class Request:
         if set(self.variants) == set(self.baselines) and len(self.variants) == 1:
             raise ConfigError(f"--variants and --against are both {self.variants[0]!r}: a rule compared with "
                               f"itself has no verdict; give another baseline")
+        for flag, names in (("--variants", self.variants), ("--against", self.baselines)):
+            twice = sorted({n for n in names if names.count(n) > 1})
+            if twice:
+                raise ConfigError(f"{flag} names {', '.join(twice)} twice; name each rule once")
+        mirrored = sorted({tuple(sorted(p)) for p in self.pairs if p[::-1] in self.pairs})
+        if mirrored:
+            a, b = mirrored[0]
+            raise ConfigError(f"--variants and --against ask for {a} against {b} and {b} against {a}, one comparison "
+                              f"twice (and Holm would count it twice); put each rule on one side only")
         if (self.seeds is None) == (self.detect is None):
             raise ConfigError("give either --seeds (how many, or a comma-separated list) or --detect EFFECT (the "
                               "detectable gap in nats the design must reach), not both or neither")
@@ -73,6 +105,10 @@ class Request:
                               f"{self.pilot_seeds}")
         if self.seeds is not None and len(self.seeds) < 2:
             raise ConfigError("a paired test needs at least 2 seeds; give --seeds 2 or more")
+        if self.seeds is not None and len(set(self.seeds)) < len(self.seeds):
+            twice = sorted({s for s in self.seeds if self.seeds.count(s) > 1})
+            raise ConfigError(f"--seeds names seed {', '.join(map(str, twice))} twice; a seed is one pair of runs, "
+                              f"so give each once (e.g. --seeds 0,1)")
         if not (np.isfinite(self.margin) and self.margin > 0):
             raise ConfigError(f"--margin must be a positive number of nats, e.g. 0.01, got {self.margin!r}")
         if not 0 < self.alpha < 0.5:
@@ -84,8 +120,15 @@ def resolved(req: Request, seeds) -> list[RunConfig]:
     return [resolve_run(req.size, v, s, req.overrides, req.runs_root) for s in seeds for v in req.rules]
 
 
-def plan(runs: list[RunConfig], move_aside: bool = False) -> tuple[list[tuple[RunConfig, dict]], list[RunConfig]]:
-    """(finished runs with their results, runs still to train). A folder holding another run is named in one
+def runs_flag(advice: str) -> str:
+    """A run folder's advice as compare gives it: the runs root is compare's --runs (train's and sweep's --out)."""
+    return advice.replace("--out", "--runs")
+
+
+def plan(runs: list[RunConfig], move_aside: bool = False, reuse_root: str | None = None
+         ) -> tuple[list[tuple[RunConfig, dict]], list[RunConfig]]:
+    """(finished runs with their results, runs still to train). A run not finished under its own root is taken
+    from ``reuse_root`` where that holds it finished (read only). A folder holding another run is named in one
     sentence (the way out in it), unless ``move_aside``, when it is trained afresh."""
     done, todo = [], []
     for run in runs:
@@ -93,8 +136,10 @@ def plan(runs: list[RunConfig], move_aside: bool = False) -> tuple[list[tuple[Ru
             settled, result = claimed(run)
         except (RunConflict, StateError) as err:
             if not move_aside:
-                raise ConfigError(str(err)) from None
+                raise ConfigError(runs_flag(str(err))) from None
             settled, result = run, None  # the sweep moves the folder aside and trains it afresh
+        if result is None and reuse_root is not None:
+            settled, result = finished_at(run, reuse_root) or (settled, None)
         if result is not None:
             done.append((settled, result))
         else:
@@ -113,17 +158,28 @@ def describe(done, todo, log) -> None:
     log("[compare] to train: " + "; ".join(f"{v} seeds {', '.join(map(str, s))}" for v, s in by_rule.items()))
     device = pick_device(todo[0].train.device)
     if device.type == "cpu":
-        minutes = estimated_seconds(todo) / 60
-        log(f"[compare] about {minutes:,.0f} min of training on this CPU (each model's step timed here, times its "
-            f"steps; evaluations and a loaded machine add to it)")
+        seconds = estimated_seconds(todo)
+        store = project_path(todo[0].data.cache_dir) / PACE_FILE
+        log(f"[compare] about {duration(seconds)} of training on this CPU: each model's step, timed once on this "
+            f"machine and kept in {store} (delete it to time again, e.g. after the machine was busy), times its "
+            f"steps; evaluations add to it")
     else:
         log(f"[compare] on {device}: no estimate is made before the first steps (the progress bar gives one)")
+
+
+def duration(seconds: float) -> str:
+    """'25 s', '6 min', '3.5 h': a time the way one reads it."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def train(req: Request, seeds, log) -> list[tuple[RunConfig, dict]] | None:
     """Train what is missing at these seeds (this shard's share); the finished runs, or None while other shards'
     runs are still missing."""
-    done, todo = plan(resolved(req, seeds), req.move_aside)
+    done, todo = plan(resolved(req, seeds), req.move_aside, req.reuse_root)
     describe(done, todo, log)
     k, n = req.shard
     # the shard splits the runs still missing, not the whole grid: where one rule's runs are all finished, a split
@@ -132,12 +188,19 @@ def train(req: Request, seeds, log) -> list[tuple[RunConfig, dict]] | None:
     if n > 1 and todo:
         log(f"[compare] shard {k}/{n} trains {len(mine)} of the {len(todo)} missing runs")
     if mine:
-        run_sweep(req.size, log=log, out_root=req.runs_root, overrides=req.overrides, move_aside=req.move_aside,
-                  allow_slow=req.allow_slow, cells=[(run.variant, run.seed) for run in mine])
-    done, todo = plan(resolved(req, seeds))
+        try:
+            run_sweep(req.size, log=log, out_root=req.runs_root, overrides=req.overrides, move_aside=req.move_aside,
+                      allow_slow=req.allow_slow, cells=[(run.variant, run.seed) for run in mine])
+        except ConfigError as err:  # the sweep's advice names its runs root --out, which compare calls --runs
+            raise ConfigError(runs_flag(str(err))) from None
+    done, todo = plan(resolved(req, seeds), reuse_root=req.reuse_root)
     if todo:
-        log(f"[compare] {len(todo)} runs of the comparison are not finished (other shards'): run them, then this "
-            f"command again without --shard for the verdict")
+        if n > 1:
+            log(f"[compare] {len(todo)} runs of the comparison are not finished (other shards'): run them, then "
+                f"this command again without --shard for the verdict")
+        else:
+            log(f"[compare] {len(todo)} runs of the comparison are not finished: another process is training them "
+                f"under --runs {req.runs_root}; run this command again once it has finished, for the verdict")
         return None
     return done
 
@@ -152,28 +215,71 @@ def sized_design(req: Request, log) -> tuple[pd.DataFrame | None, dict]:
         done = train(req, req.seeds, log)
         return (None if done is None else results_frame(done)), {"seeds": list(req.seeds), "sized": False}
     seeds = list(range(req.pilot_seeds))
+    comparisons = len(req.pairs)
     design = {"sized": True, "target": req.detect, "pilot_seeds": req.pilot_seeds, "max_seeds": req.max_seeds,
+              "power": POWER, "alpha_sized": req.alpha / comparisons, "sd_bound": "upper 80 % (chi-square)",
               "steps": []}
     while True:
         done = train(req, seeds, log)
         if done is None:
             return None, design
         table = results_frame(done)
-        rows = compare_pairs(table, req.variants, req.baselines, req.metric, req.margin, req.alpha)
-        needed = [seeds_needed(sd, req.detect, req.alpha, req.max_seeds) for sd in rows["sd"]]
-        need = req.max_seeds + 1 if any(n is None for n in needed) else max(needed)
-        design["steps"].append({"seeds": len(seeds), "largest_sd": float(rows["sd"].max()),
+        rows = mark_diverged(compare_pairs(table, req.variants, req.baselines, req.metric, req.margin, req.alpha),
+                             table, seeds, req.metric)
+        unsized = unsizable(rows)
+        if unsized:
+            design["steps"].append({"seeds": len(seeds), "largest_sd": None, "largest_detectable": None,
+                                    "seeds_needed": None})
+            log(f"[compare] at {len(seeds)} seeds the design cannot be sized: {unsized}")
+            design.update(seeds=seeds, stopped=f"not sized: {unsized}", power_reached=None)
+            return table, design
+        sd = float(rows["sd"].max())
+        need = design_seeds(sd, len(seeds), req.detect, req.alpha, comparisons, req.max_seeds)
+        design["steps"].append({"seeds": len(seeds), "largest_sd": sd,
                                 "largest_detectable": float(rows["detectable"].max()), "seeds_needed": need})
-        log(f"[compare] at {len(seeds)} seeds the largest paired SD is {rows['sd'].max():.4f} and the largest "
-            f"detectable gap {rows['detectable'].max():.4f} nats; the target {req.detect:g} needs "
-            + (f"{need} seeds" if need <= req.max_seeds else f"more than --max-seeds {req.max_seeds}"))
-        if need <= len(seeds):
-            design.update(seeds=seeds, stopped="target reached")
+        power = paired_power(req.detect, sd, len(seeds), req.alpha / comparisons)
+        if need is not None and need <= len(seeds):
+            log(f"[compare] at {len(seeds)} seeds the largest paired SD is {sd:.4f}: the target {req.detect:g} "
+                f"needs {need} seeds, reached (power {power:.0%} at the SD met)")
+            design.update(seeds=seeds, stopped="target reached", power_reached=power)
             return table, design
+        at_most = detects_at(sd, len(seeds), req.max_seeds, req.alpha, comparisons)
         if len(seeds) >= req.max_seeds:
-            design.update(seeds=seeds, stopped=f"--max-seeds {req.max_seeds} reached before the target")
+            log(f"[compare] at {len(seeds)} seeds (--max-seeds) the largest paired SD is {sd:.4f}: the design "
+                f"detects {at_most:.4f} nats, not the target {req.detect:g} (power {power:.0%} for it)")
+            design.update(seeds=seeds, stopped=f"--max-seeds {req.max_seeds} reached before the target",
+                          power_reached=power, detects_at_max=at_most)
             return table, design
-        seeds = list(range(min(need, req.max_seeds)))
+        if need is None:
+            log(f"[compare] at {len(seeds)} seeds the largest paired SD is {sd:.4f}: the target {req.detect:g} "
+                f"needs more than --max-seeds {req.max_seeds}, which would detect {at_most:.4f} nats; training up "
+                f"to {req.max_seeds} seeds (raise --max-seeds or the target to reach it)")
+        else:
+            log(f"[compare] at {len(seeds)} seeds the largest paired SD is {sd:.4f}: the target {req.detect:g} "
+                f"needs {need} seeds")
+        seeds = list(range(min(need or req.max_seeds, req.max_seeds)))
+
+
+def unsizable(rows: pd.DataFrame) -> str | None:
+    """Why a design cannot be sized from these pairs (a diverged rule, an SD that is not a positive number), in
+    words; None when it can."""
+    diverged = rows[rows["verdict"] == "diverged"]
+    if len(diverged):
+        r = diverged.iloc[0]
+        rule = r["variant"] if r["diverged_variant"] else r["baseline"]
+        return f"{rule} diverged, so its pairs have no SD to size from"
+    flat = rows[~(rows["sd"].astype(float) > 0)]
+    if len(flat):
+        r = flat.iloc[0]
+        return (f"{r['variant']} and {r['baseline']} gave paired differences with no spread (SD {r['sd']:.3g}), "
+                f"so no SD to size from")
+    return None
+
+
+def detects_at(sd: float, pilot_n: int, seeds: int, alpha: float, comparisons: int) -> float:
+    """The gap a design of ``seeds`` seeds detects at the SD's upper bound and Holm's α, the way design_seeds sizes
+    it: what --max-seeds would buy."""
+    return detectable_gap(sd_upper_bound(sd, pilot_n), seeds, alpha / comparisons)
 
 
 def step_times(req: Request) -> dict[str, float]:
@@ -195,6 +301,7 @@ def verdict_table(req: Request, table: pd.DataFrame, design: dict, timing: dict 
     """The pairs' statistics (rrlib.report.verdict) with each side's parameters, FLOPs and step time per FLOP."""
     seeds = design["seeds"]
     rows = compare_pairs(table, req.variants, req.baselines, req.metric, req.margin, req.alpha, seeds=seeds)
+    rows = mark_diverged(mark_identical(rows), table, seeds, req.metric)
     means = table[table["seed"].isin(seeds)].groupby("variant")[["params", "flops_per_token"]].mean()
     for side in ("variant", "baseline"):
         rows[f"params_{side}"] = rows[side].map(means["params"]).round().astype("Int64")
@@ -210,26 +317,67 @@ def provenance(req: Request, table: pd.DataFrame, design: dict) -> dict:
     for v in req.rules:
         origin, sha = rule_source(v)
         if origin is not None:
-            rules[v] = {"origin": origin, "sha256": sha}
+            rules[v] = {"origin": origin, "sha256": sha, **({"given": GIVEN[v]} if v in GIVEN else {})}
     return {"runs": [{k: r.get(k) for k in ("variant", "seed", "fingerprint", "git_commit", "minutes", "device",
                                             "status")} for r in runs.to_dict("records")],
             "training_minutes": float(runs["minutes"].sum()), "rules": rules}
 
 
+def trial(req: Request) -> None:
+    """One training step of each rule's model on a batch of one short sequence, before anything is written: a rule
+    that fails (a wrong shape, an error of its own) is named, with its error, in one sentence."""
+    import torch
+
+    from ..model import GPT
+
+    for rule in req.rules:
+        cfg = resolve_run(req.size, rule, 0, req.overrides, req.runs_root).model
+        tokens = min(8, cfg.seq_len)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            try:
+                x = torch.randint(0, cfg.vocab_size, (1, tokens + 1))
+                _, loss = GPT(cfg)(x[:, :-1], x[:, 1:])
+                loss.backward()
+            except Exception as err:  # a user's rule: whatever it raises is said in one sentence
+                raise ConfigError(f"the rule {rule} fails a one-step trial (one sequence of {tokens} tokens "
+                                  f"at size {req.size}): {type(err).__name__}: {' '.join(str(err).split())}"
+                                  ) from None
+
+
+@contextlib.contextmanager
+def out_lock(out_dir: Path):
+    """One compare at a time writes into ``out_dir``: a second is refused in one sentence (the OS releases the lock
+    of a killed process). The lock is held on the folder itself, so no lock file is left behind."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(out_dir, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ConfigError(f"another rrlib compare is writing into --out {out_dir}; wait for it to finish, or give "
+                              f"another --out") from None
+        yield
+    finally:
+        os.close(fd)
+
+
 def run(req: Request, out_dir, command: str, log=print) -> pd.DataFrame | None:
     """The whole comparison: check, train what is missing, size, test, time, write; the verdict rows (None while
-    other shards' runs are missing)."""
+    other runs are missing)."""
     from . import files
 
     req.check()
     files.check_out(out_dir)
     resolved(req, req.seeds or range(req.pilot_seeds))  # every unknown size, rule or setting before any training
-    table, design = sized_design(req, log)
-    if table is None:
-        return None
-    timing = step_times(req) if req.timing else None
-    rows = verdict_table(req, table, design, timing)
-    written = files.write(out_dir, req, rows, table, design, provenance(req, table, design), command)
+    trial(req)
+    with out_lock(out_dir):
+        table, design = sized_design(req, log)
+        if table is None:
+            return None
+        timing = step_times(req) if req.timing else None
+        rows = verdict_table(req, table, design, timing)
+        written = files.write(out_dir, req, rows, table, design, provenance(req, table, design), command)
     log(files.printed(rows))
     log(f"[compare] wrote {', '.join(p.name for p in written)} in {out_dir}")
     return rows

@@ -2,12 +2,36 @@
 that loads torch or pandas, so that ``--help`` and a usage mistake answer at once."""
 from __future__ import annotations
 
+import argparse
+import os
+
 from ..home import REFERENCE_CSV
 from ..parsing import OneLineParser, add_rules_option, path_text
 from .notebooks import NOTEBOOKS
 
 DESCRIPTION = "The report in one command: execute the notebooks, render them, export the figures, write the index."
 PAPER_CSV = REFERENCE_CSV  # the paper's 42 runs: the committed copy (a wheel carries it inside the package)
+
+
+def thread_count(text: str) -> int:
+    """--threads: a whole number of at least 1."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"give a whole number of threads of at least 1, got {text!r}")
+    return n
+
+
+def runs_folder(text: str) -> str:
+    """--runs: a folder of runs (<size>/<variant>/seed<k>/), or a path where none is yet; anything else is refused
+    here, before any notebook runs."""
+    text = path_text(text)
+    if os.path.exists(text) and not os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text} is not a folder; give the folder that holds the runs "
+                                         f"(<size>/<variant>/seed<k>/), e.g. outputs/runs")
+    return text
 
 
 def parse_args(argv):
@@ -19,7 +43,7 @@ def parse_args(argv):
                    help="tiny parameters for CI; folders default to build/quick/{paper,runs}")
     p.add_argument("--out", default=None, type=path_text, help="where the rendered report goes (default: paper)")
     add_rules_option(p)
-    p.add_argument("--runs", default=None, type=path_text, help="root of the run folders (default: outputs/runs)")
+    p.add_argument("--runs", default=None, type=runs_folder, help="root of the run folders (default: outputs/runs)")
     p.add_argument("--build", default=None, type=path_text,
                    help="executed notebooks and local retraining go here (default: build)")
     p.add_argument("--compare", action="append", default=[], type=path_text, metavar="DIR",
@@ -29,7 +53,7 @@ def parse_args(argv):
     p.add_argument("--paper-csv", default=None, type=path_text, help="the paper's runs (default: the committed copy, outputs/reference/scaling_v8.csv)")
     p.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE",
                    help="a parameter for every notebook that declares it (a YAML value), e.g. -p device=cuda")
-    p.add_argument("--threads", type=int, default=None,
+    p.add_argument("--threads", type=thread_count, default=None,
                    help="CPU threads per notebook kernel (OMP_NUM_THREADS); --quick uses 1, as tiny models gain "
                         "nothing from more and a shared CPU loses much to oversubscription")
     p.add_argument("--verbose", action="store_true", help="stream the notebooks' output while they run")

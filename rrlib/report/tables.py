@@ -26,6 +26,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from ..runs.checkpoints import write_bytes_atomic
 from ..runs.config import project_path
 
 MISSING = "–"
@@ -131,7 +132,7 @@ def reader_table(df: pd.DataFrame, name: str, figures_dir=None, columns=None, fo
         folder.mkdir(parents=True, exist_ok=True)
         full = df if full is None else full
         digits = STORED_DIGITS if digits is None else digits
-        rounded(full, digits).to_csv(folder / f"{name}.csv", index=index and full is df)
+        write_bytes_atomic(folder / f"{name}.csv", rounded(full, digits).to_csv(index=index and full is df).encode())
         more = "the same table" if full is df and len(shown.columns) == len(df.columns) else \
             f"{len(full)} rows × {len(full.columns)} columns"
         link = (f'<p class="rrlib-csv">Full table ({more}, to {digits} significant digits): '

@@ -21,6 +21,10 @@ equivalent      not better or worse, and the Holm-adjusted TOST p < α: any true
 inconclusive    neither: the design could not tell (its ``detectable`` gap says what it could have seen)
 ==============  =====================================================================================
 
+A pair one of whose rules diverged (a non-finite metric, or a run recorded ``diverged``) on any of its seeds is
+``diverged`` instead, with each side's count of diverged seeds (``mark_diverged``, which ``rrlib compare``
+applies): its remaining seeds would be a test of the seeds that happened not to diverge.
+
 The default margin, 0.01 nats, is about the smallest gain the Review paper reports (0.009–0.016 nats at 590M–1B
 against its two baselines): "equivalent" then means "no gain as large as the paper's". A margin of one's own
 belongs to the question, chosen before the runs.
@@ -36,7 +40,9 @@ from .stats import detectable_gap, equivalence_p, holm
 ALPHA = 0.05
 DEFAULT_MARGIN = 0.01  # nats: the smallest gain the Review paper reports (see the module docstring)
 METRIC = "fixed_loss"
-WORDS = ("better", "worse", "equivalent", "inconclusive")
+WORDS = ("better", "worse", "equivalent", "inconclusive", "diverged")
+POWER = 0.8  # the power every design here is sized for
+SD_CONFIDENCE = 0.8  # design_seeds sizes on this one-sided upper confidence bound of the pilot's SD
 
 
 def paired_gap(diffs, alpha: float = ALPHA, margin: float = DEFAULT_MARGIN) -> dict:
@@ -109,12 +115,91 @@ def seeds_needed(sd: float, target: float, alpha: float = ALPHA, most: int = 100
     return None
 
 
+def sd_upper_bound(sd: float, n: int, confidence: float = SD_CONFIDENCE) -> float:
+    """The one-sided upper ``confidence`` bound of a normal SD estimated over ``n`` values: sd·√((n−1)/χ²), with
+    χ² the (1 − confidence) quantile on n − 1 degrees of freedom."""
+    from scipy import stats as sp
+
+    return float(sd * np.sqrt((n - 1) / sp.chi2.ppf(1 - confidence, n - 1)))
+
+
+def design_seeds(sd: float, pilot_n: int, target: float, alpha: float = ALPHA, comparisons: int = 1,
+                 most: int = 1000) -> int | None:
+    """The seeds a paired design needs to detect ``target`` with 80 % power in every one of ``comparisons`` Holm-
+    corrected tests, sized from a pilot's SD over ``pilot_n`` seeds; None past ``most``.
+
+    Two choices make it honest where ``seeds_needed`` is not: the level is Holm's strictest, α / comparisons (the
+    step the smallest p must pass, so every comparison is sized to pass it), and the SD is its upper 80 %
+    one-sided bound (``sd_upper_bound``), since a pilot's SD is itself noisy and sizing on the point estimate
+    under-powers about half the designs. ``seeds_needed`` stays as it was for the designs already run and
+    reported (pages 04 and 05 price theirs with it). A SD that is not a positive finite number cannot size a
+    design: ValueError (the caller says why: a rule diverged, or the runs did not differ at all).
+    """
+    if not (np.isfinite(sd) and sd > 0) or pilot_n < 2:
+        raise ValueError(f"a design cannot be sized from an SD of {sd!r} over {pilot_n} seeds")
+    return seeds_needed(sd_upper_bound(sd, pilot_n), target, alpha / max(1, comparisons), most)
+
+
+def paired_power(gap: float, sd: float, n: int, alpha: float = ALPHA) -> float:
+    """The power of a two-sided paired t-test over ``n`` seeds at level ``alpha`` to detect a true gap ``gap`` at
+    this SD of the differences (noncentral t): what a finished design reached for its target."""
+    from scipy import stats as sp
+
+    if n < 2 or not (np.isfinite(sd) and sd > 0):
+        return float("nan")
+    crit = sp.t.ppf(1 - alpha / 2, n - 1)
+    delta = abs(gap) / (sd / np.sqrt(n))
+    return float(sp.nct.sf(crit, n - 1, delta) + np.nan_to_num(sp.nct.cdf(-crit, n - 1, delta)))
+
+
+def diverged_seeds(table: pd.DataFrame, rule: str, seeds, metric: str = METRIC) -> int:
+    """How many of ``seeds`` the rule diverged on: a non-finite metric, or a run recorded as diverged."""
+    runs = table[(table["variant"] == rule) & table["seed"].isin(list(seeds))]
+    bad = ~np.isfinite(pd.to_numeric(runs[metric], errors="coerce").astype(float))
+    if "status" in runs:
+        bad |= runs["status"].eq("diverged")
+    return int(bad.sum())
+
+
+def mark_diverged(rows: pd.DataFrame, table: pd.DataFrame, seeds, metric: str = METRIC) -> pd.DataFrame:
+    """``rows`` (compare_pairs') with each side's count of diverged seeds among ``seeds``; a pair where either
+    side diverged on any seed is ``diverged`` and has no p-values (a test of the seeds that happened to stay
+    finite would be no test of the rule)."""
+    rows = rows.copy()
+    rows["diverged_variant"] = [diverged_seeds(table, v, seeds, metric) for v in rows["variant"]]
+    rows["diverged_baseline"] = [diverged_seeds(table, b, seeds, metric) for b in rows["baseline"]]
+    rows["seeds_asked"] = len(list(seeds))
+    hit = (rows["diverged_variant"] > 0) | (rows["diverged_baseline"] > 0)
+    for column in ("gap", "ci_low", "ci_high", "p", "p_holm", "detectable", "p_equivalent", "p_equivalent_holm"):
+        rows[column] = rows[column].astype(float).where(~hit)
+    rows.loc[hit, "verdict"] = "diverged"
+    return rows
+
+
+def mark_identical(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` (compare_pairs') where a pair's runs gave exactly the same loss on every one of two or more seeds
+    marked ``equivalent`` with a TOST p of 0: no t statistic exists without spread, but no true gap other than 0 fits
+    such data (a rule that computes what its baseline computes). compare_pairs itself leaves them untested, as the
+    report's pages read them (page 05's scaled_loops and scaled at N = 1 are such a pair)."""
+    rows = rows.copy()
+    same = (rows["seeds"] >= 2) & (rows["gap"] == 0) & (rows["sd"] == 0)
+    rows.loc[same, ["ci_low", "ci_high", "p_equivalent", "p_equivalent_holm"]] = 0.0
+    rows.loc[same, ["p", "p_holm"]] = 1.0
+    rows.loc[same, "verdict"] = "equivalent"
+    return rows
+
+
 def sentence(row) -> str:
     """The verdict of one row in words, naming the variant and its baseline (never a fixed rule name)."""
     gap = f"{row['gap']:+.4f} nats [{row['ci_low']:+.4f}, {row['ci_high']:+.4f}]"
     seen = f"the design detects {row['detectable']:.4f} with 80 % power" if np.isfinite(row["detectable"]) else \
         "no test (fewer than two seeds with spread)"
     word = row["verdict"]
+    if word == "diverged":
+        asked = row.get("seeds_asked", row["seeds"])
+        sides = [f"{row[side]} diverged on {row[f'diverged_{side}']} of {asked} seeds"
+                 for side in ("variant", "baseline") if row.get(f"diverged_{side}", 0)]
+        return f"{row['variant']} against {row['baseline']}: diverged ({' and '.join(sides)}), so no test"
     if word in ("better", "worse"):
         return (f"{row['variant']} is {word} than {row['baseline']}: gap {gap}, Holm p {row['p_holm']:.3g} over "
                 f"{row['seeds']} seeds")

@@ -20,8 +20,16 @@ or a module's, not a path of this machine), so a rule file edited after its runs
 "done already". The hash covers that one file: a rule that imports helpers from a second file of its own is not
 re-hashed when only the helper changes.
 
-Every failure is one sentence (ConfigError): a file that is not there or does not import, a module that cannot
-be found, a name that another rule has already taken.
+Every failure is one sentence (ConfigError), whichever of the three routes brought the rule: a file that is not
+there or does not import, a module that cannot be found, a name that another rule has already taken or that is
+not a plain name, and a file that changes torch's global state as it imports (its default dtype or device, its
+deterministic-algorithms flags, its thread count, its float32 matmul precision). Such a file is refused, and the
+state put back, rather than recorded: a ``standard`` run trained beside it would otherwise be another computation
+under the clean run's fingerprint. The rules a refused file registered before it failed are removed again.
+
+An installed entry point that fails belongs to another package, and a command that does not ask for its rule
+must not fail on it: it is named in a warning on stderr and skipped; asking for an unknown rule then names it
+(``known_rule``).
 """
 from __future__ import annotations
 
@@ -32,11 +40,15 @@ import os
 import sys
 from pathlib import Path
 
+import torch
+
 from ..parsing import RULES_VARIABLE as ENV
 from .protocol import RULES, SOURCES, ConfigError
 
 ENTRY_POINTS = __package__  # the group is named after this package: "rrlib.rules"
 _LOADED: dict[str, list[str]] = {}  # what each spec loaded (by its resolved path or module name): loaded once
+GIVEN: dict[str, str] = {}  # a loaded rule's name → the --rules value (or $RRLIB_RULES entry) that brought it
+BROKEN: dict[str, str] = {}  # entry points that did not load: their name → the sentence saying why
 
 
 def sha256_of(data: bytes) -> str:
@@ -54,8 +66,12 @@ def load_rules(spec: str) -> list[str]:
         raise ConfigError("an empty --rules value; give a rule file (my_rules.py) or a module name (mypkg.rules)")
     path = _file_of(spec)
     if path is None:
-        return _registered(spec, f"module {spec}", lambda: _import_module(spec))
-    return _registered(str(path.resolve()), f"file {path.name}", lambda: _load_file(path, spec))
+        names = _registered(spec, f"module {spec}", lambda: _import_module(spec))
+    else:
+        names = _registered(str(path.resolve()), f"file {path.name}", lambda: _load_file(path, spec))
+    for name in names:
+        GIVEN[name] = spec
+    return names
 
 
 def _file_of(spec: str) -> Path | None:
@@ -71,12 +87,59 @@ def _registered(key: str, origin: str, load) -> list[str]:
     if key in _LOADED:
         return _LOADED[key]
     before = set(RULES)
-    load()
+    state = torch_state()
+    try:
+        load()
+        after = torch_state()
+        changed = [f"{what} from {state[what]!r} to {after[what]!r}" for what in state if after[what] != state[what]]
+        if changed:
+            raise ConfigError(f"the rules of {origin} change torch's global state as they import ("
+                              f"{'; '.join(changed)}), which would change every run beside them under the same "
+                              f"fingerprint; set it inside the rule's own code, not at import")
+    except BaseException:
+        restore_torch_state(state)
+        for name in [name for name in RULES if name not in before]:
+            RULES.pop(name)
+            SOURCES.pop(name, None)
+        raise
     added = [name for name in RULES if name not in before]
     for name in added:
         SOURCES[name]["origin"] = origin
     _LOADED[key] = added
     return added
+
+
+def torch_state() -> dict:
+    """What a rule file could change at import that changes every run of the process."""
+    return {"torch.get_default_dtype()": torch.get_default_dtype(),
+            "torch.get_default_device()": torch.get_default_device(),
+            "torch.are_deterministic_algorithms_enabled()": torch.are_deterministic_algorithms_enabled(),
+            "torch.is_deterministic_algorithms_warn_only_enabled()":
+                torch.is_deterministic_algorithms_warn_only_enabled(),
+            "torch.get_num_threads()": torch.get_num_threads(),
+            "torch.get_float32_matmul_precision()": torch.get_float32_matmul_precision(),
+            "torch.backends.cudnn.deterministic": torch.backends.cudnn.deterministic,
+            "torch.backends.cudnn.benchmark": torch.backends.cudnn.benchmark}
+
+
+def restore_torch_state(state: dict) -> None:
+    """Put back what changed since ``state`` (only that: setting the default device even to the one it was installs
+    a function mode that every later torch call passes through)."""
+    now = torch_state()
+    if now["torch.get_default_dtype()"] != state["torch.get_default_dtype()"]:
+        torch.set_default_dtype(state["torch.get_default_dtype()"])
+    if now["torch.get_default_device()"] != state["torch.get_default_device()"]:
+        torch.set_default_device(None if state["torch.get_default_device()"].type == "cpu"
+                                 else state["torch.get_default_device()"])
+    flags = ("torch.are_deterministic_algorithms_enabled()", "torch.is_deterministic_algorithms_warn_only_enabled()")
+    if any(now[f] != state[f] for f in flags):
+        torch.use_deterministic_algorithms(state[flags[0]], warn_only=state[flags[1]])
+    if now["torch.get_num_threads()"] != state["torch.get_num_threads()"]:
+        torch.set_num_threads(state["torch.get_num_threads()"])
+    if now["torch.get_float32_matmul_precision()"] != state["torch.get_float32_matmul_precision()"]:
+        torch.set_float32_matmul_precision(state["torch.get_float32_matmul_precision()"])
+    torch.backends.cudnn.deterministic = state["torch.backends.cudnn.deterministic"]
+    torch.backends.cudnn.benchmark = state["torch.backends.cudnn.benchmark"]
 
 
 def _load_file(path: Path, spec: str) -> None:
@@ -133,28 +196,57 @@ def _where(err: Exception, path: Path) -> str:
 
 
 def load_from_environment() -> list[str]:
-    """Load what ``$RRLIB_RULES`` names, then the installed ``rrlib.rules`` entry points; the names registered."""
+    """Load what ``$RRLIB_RULES`` names, then the installed ``rrlib.rules`` entry points; the names registered.
+
+    A spec of ``$RRLIB_RULES`` that fails is the caller's own: one ConfigError naming the variable. An entry point
+    that fails is another package's: a warning naming it, and it is skipped (``BROKEN``)."""
     names = []
     for spec in filter(None, (s.strip() for s in os.environ.get(ENV, "").split(os.pathsep))):
-        names += load_rules(spec)
+        try:
+            names += load_rules(spec)
+        except ConfigError as err:
+            raise ConfigError(f"${ENV} names {spec!r}: {err}") from None
     from importlib.metadata import entry_points
 
     for point in entry_points(group=ENTRY_POINTS):
         key = f"entry point {point.name}"
-        if key not in _LOADED:
+        if key in _LOADED or point.name in BROKEN:
+            continue
+        try:
             names += _registered(key, f"entry point {point.name} ({point.value})", lambda: _load_entry_point(point))
+        except ConfigError as err:
+            BROKEN[point.name] = str(err)
+            print(f"warning: {err}; skipped, so its rules are not available", file=sys.stderr)
     return names
+
+
+def known_rule(variant: str):
+    """The rule class named ``variant``; for an unknown name, the sentence also names the installed rules that
+    did not load (BROKEN), whose rule it may have been."""
+    from .protocol import rule_class
+
+    try:
+        return rule_class(variant)
+    except ConfigError as err:
+        if not BROKEN:
+            raise
+        raise ConfigError(f"{err} (not loaded: {'; '.join(BROKEN.values())})") from None
 
 
 def _load_entry_point(point) -> None:
     try:
         point.load()
     except ConfigError as err:
-        raise ConfigError(f"the installed rules {point.value!r} (entry point {point.name!r} of group "
-                          f"{ENTRY_POINTS}): {err}") from None
+        raise ConfigError(f"the installed rules {point.value!r} ({_entry_point_name(point)}): {err}") from None
     except Exception as err:
-        raise ConfigError(f"the installed rules {point.value!r} (entry point {point.name!r} of group "
-                          f"{ENTRY_POINTS}) do not import: {type(err).__name__}: {err}") from None
+        raise ConfigError(f"the installed rules {point.value!r} ({_entry_point_name(point)}) do not import: "
+                          f"{type(err).__name__}: {err}") from None
+
+
+def _entry_point_name(point) -> str:
+    """'entry point NAME of package DIST (group rrlib.rules)': who to ask about it."""
+    dist = getattr(getattr(point, "dist", None), "name", None)
+    return f"entry point {point.name!r}" + (f" of package {dist}" if dist else "") + f", group {ENTRY_POINTS}"
 
 
 def export(specs) -> None:

@@ -19,6 +19,7 @@ rrlib.rules.multi_stream); importing ``rrlib.rules`` registers them all.
 from __future__ import annotations
 
 import inspect
+import re
 from dataclasses import dataclass
 
 import torch
@@ -118,15 +119,22 @@ RULES: dict[str, type[ResidualRule]] = {}
 # (rrlib.rules.external fills in the origin of what it loads; a run's fingerprint carries the hash)
 SOURCES: dict[str, dict] = {}
 BUILT_IN = "rrlib.rules."  # the modules of rrlib's own rules
+RULE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")  # not "-x": a name that starts with "-" reads as a flag
 
 
 def register(name: str):
     """The decorator that adds a rule class to ``RULES`` under ``name``.
 
-    A name another rule holds is refused (one sentence), so a user's rule never silently replaces one of rrlib's
-    or another file's; the same class defined again (a notebook cell run twice, a module reloaded) replaces
-    itself.
+    A name is a plain identifier (letters, digits, ``_`` and ``-``): it becomes a folder of every run and an item
+    of comma-separated flags, so a path (``"../x"``, ``"team/gate"``), an empty name or one with a comma is refused
+    in one sentence. A name another rule holds is refused too, so a user's rule never silently replaces one of
+    rrlib's or another file's; the same class defined again (a notebook cell run twice, a module reloaded)
+    replaces itself.
     """
+    if not isinstance(name, str) or not RULE_NAME.fullmatch(name):
+        raise ConfigError(f"register({name!r}): a rule's name is a plain identifier of letters, digits, '_' and "
+                          f"'-' (it names the runs' folders), e.g. register(\"my_gate\")")
+
     def add(cls: type[ResidualRule]) -> type[ResidualRule]:
         held = RULES.get(name)
         if held is not None and (held.__module__, held.__qualname__) != (cls.__module__, cls.__qualname__):

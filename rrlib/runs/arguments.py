@@ -34,7 +34,7 @@ def listed(value, name: str) -> list:
 
 def variant_list(value, name: str = "variants", default=None) -> list[str]:
     """Residual rules by name, each one rrlib knows; ``default`` where ``value`` is None."""
-    from ..rules import rule_class
+    from ..rules.external import known_rule
 
     if value is None and default is not None:
         return list(default)
@@ -42,7 +42,7 @@ def variant_list(value, name: str = "variants", default=None) -> list[str]:
     for v in names:
         if not isinstance(v, str):
             raise ConfigError(f"{name} must name residual rules (words), got {v!r}")
-        rule_class(v)
+        known_rule(v)
     if not names:
         raise ConfigError(f"{name} names no rule; give at least one, or leave it out for the default")
     return names

@@ -36,8 +36,9 @@ def save_atomic(obj, path: Path, write=torch.save) -> None:
     removes its half-written file; a full disk is one DiskFull sentence.
     """
     tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.unlink(missing_ok=True)  # a file left by a killed write, or a link: never written through ("x" below)
     try:
-        with open(tmp, "wb") as fh:
+        with open(tmp, "xb") as fh:
             write(obj, fh)
             fh.flush()
             os.fsync(fh.fileno())
@@ -47,6 +48,12 @@ def save_atomic(obj, path: Path, write=torch.save) -> None:
         if disk_full(err):
             raise full_disk(path, err) from None
         raise
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """``data`` as the whole of ``path``, replaced atomically (``save_atomic``): never half a file, never written
+    through what stands there (the rename replaces a link itself, not what it points to)."""
+    save_atomic(data, Path(path), lambda d, fh: fh.write(d))
 
 
 def write_json_atomic(path: Path, obj: dict) -> None:

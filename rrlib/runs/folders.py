@@ -90,6 +90,22 @@ def claimed(run: RunConfig, move_aside: bool = False) -> tuple[RunConfig, dict |
     raise RunConflict(f"{run_dir} holds {conflict}; train this one under another --out, or {MOVE_ASIDE}")
 
 
+def finished_at(run: RunConfig, out_root: str) -> tuple[RunConfig, dict] | None:
+    """The same run finished under another root (a committed study's), read without writing anything there: (the
+    run as recorded, its result), or None where that folder holds no such finished run (nothing, another run, a
+    damaged file, or data that differs)."""
+    there = dataclasses.replace(run, out_root=out_root)
+    try:
+        result, header = read_result(there.run_dir), read_config(there.run_dir)
+        if result is None or header is None:
+            return None
+        recorded = recorded_identity(header)
+        settled = as_recorded(there, recorded, to_train=False)
+        return (settled, result) if _conflict(settled, recorded, header, None, True) is None else None
+    except (StateError, DataError, ConfigError):
+        return None
+
+
 def _missing_log(run_dir: Path, step: int, move_aside: bool) -> None:
     """A checkpoint without its log: resuming would write a log that starts at the checkpoint's step as if it were
     the whole run's, so it is named (and moved aside only when asked)."""

@@ -1,7 +1,8 @@
 """Where a command may write, checked once before any work starts: the one check every output path passes.
 
 A command writes only regular files and folders: over a regular file, into a folder, or where nothing is yet. A
-path that names anything else (a character device, a pipe, a socket, a link to nothing), that lies under a file,
+path that names anything else (a symbolic link, wherever it points; a character device, a pipe, a socket), that
+lies under a file,
 that cannot be looked at (a loop of symbolic links, a name too long for the file system) or that lies where this
 process cannot write is refused in one sentence naming the path and the option that gave it, before anything is
 measured, trained or written. ``train --out``, ``sweep --out``, a run's ``data.cache_dir``, ``bench --out`` (its
@@ -20,10 +21,15 @@ from ..rules import ConfigError
 
 FOLDER, FILE = "folder", "file"
 NEVER_WRITTEN = "is not a regular file or folder (a device, a pipe, a socket or a link to nothing), never written over"
+A_LINK = "is a symbolic link, and nothing is written through a link (it could point outside the folder you named)"
+RUN_FILES = ("config.json", "result.json", "metrics.jsonl", "ckpt.pt", "weights.pt", "run.lock")
 
 
-def _kind(path: Path, option: str) -> str | None:
-    """'folder', 'file', 'other' (a device, a pipe, a socket, a link to nothing), or None where nothing is."""
+def _kind(path: Path, option: str, follow: bool = True) -> str | None:
+    """'folder', 'file', 'other' (a device, a pipe, a socket, a link to nothing), 'link' (unless ``follow``), or
+    None where nothing is."""
+    if not follow and os.path.islink(path) and os.path.exists(path):
+        return "link"  # a link to nothing is 'other' below, as it always was
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
@@ -35,9 +41,17 @@ def _kind(path: Path, option: str) -> str | None:
     return FOLDER if stat.S_ISDIR(mode) else FILE if stat.S_ISREG(mode) else "other"
 
 
+def _no_link(target: Path, option: str) -> None:
+    if _kind(target, option, follow=False) == "link":
+        raise ConfigError(f"cannot write {target}: {target} {A_LINK}; remove the link or give {option} another path")
+
+
 def checked_run_outputs(run_dir: Path, cache_dir: Path) -> None:
-    """The two places a training run writes: its folder (under ``--out``) and the token cache."""
+    """The two places a training run writes: its folder (under ``--out``) with each file it writes there, and the
+    token cache."""
     checked_output(run_dir, "--out")
+    for name in RUN_FILES:  # a link among them; anything else in a file's place is named by the run folder's checks
+        _no_link(run_dir / name, "--out")
     checked_output(cache_dir, "data.cache_dir")
 
 
@@ -50,6 +64,7 @@ def checked_output(path: str | os.PathLike, option: str, kind: str = FOLDER, bes
     path = Path(path)
     targets = [path, *(path.with_suffix(suffix) for suffix in beside)]
     for target in targets:
+        _no_link(target, option)
         there = _kind(target, option)
         if there == "other":
             raise ConfigError(f"cannot write {target}: {target} {NEVER_WRITTEN}; give {option} another path")

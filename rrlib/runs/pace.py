@@ -97,6 +97,16 @@ def time_step(run: RunConfig) -> float:
     return per_micro * (tc.batch_size // micro)
 
 
+def named_step_time(run: RunConfig) -> float:
+    """``time_step``, with an error the model raises (a user's rule that returns the wrong shape) said in one
+    sentence naming the rule, before any run starts."""
+    try:
+        return time_step(run)
+    except Exception as err:  # a user's rule: whatever it raises is one sentence
+        raise ConfigError(f"the rule {run.variant} fails a training step of its {run.size} model (timed for the "
+                          f"estimate): {type(err).__name__}: {' '.join(str(err).split())}") from None
+
+
 def estimated_seconds(runs: list[RunConfig]) -> float:
     """Seconds ``runs`` would train for on this CPU: each model's step time, timed once here and kept in its cache
     folder's pace.json (see the module docstring), times its steps. Evaluations are not counted."""
@@ -104,7 +114,7 @@ def estimated_seconds(runs: list[RunConfig]) -> float:
     for r in runs:
         key = _step_key(r)
         if key not in step:
-            step[key] = kept(project_path(r.data.cache_dir) / PACE_FILE, key, lambda: time_step(r))
+            step[key] = kept(project_path(r.data.cache_dir) / PACE_FILE, key, lambda: named_step_time(r))
         total += r.train.steps * step[key]
     return total
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import yaml
 
 from ..model import REFERENCE_VARIANT, ModelConfig, count_params
-from ..rules import ConfigError, rule_class
-from ..rules.external import rule_source
+from ..rules import ConfigError
+from ..rules.external import known_rule, rule_source
 from .config import PARAMS_DIR, PROJECT_ROOT, RECIPES, project_path, TOKENIZER_VOCAB, DataConfig, RunConfig, TrainConfig, vocab_size
 from .validate import check_seed, typed, validate
 
@@ -211,7 +211,7 @@ def load_preset(size: str, params_dir: Path = PARAMS_DIR) -> Preset:
         train = _with_warmup(_with_budget(_merge(TrainConfig(), {**pins.get("train", {}), **raw.get("train", {}),
                                                                  **implied.get("train", {})}, "train"), model))
         for v in raw.get("variants", []):
-            rule_class(v)
+            known_rule(v)
         seeds = [check_seed(s) for s in raw.get("seeds", [0, 1, 2])]
     except ConfigError as err:  # a preset's own setting: say which file to fix
         shown = path.relative_to(PROJECT_ROOT) if path.is_relative_to(PROJECT_ROOT) else path
@@ -262,7 +262,7 @@ def resolve_run(size: str, variant: str, seed: int, overrides: dict | None = Non
                 out_root: str = "outputs/runs", params_dir: Path = PARAMS_DIR) -> RunConfig:
     """The full configuration of one run: preset, then overrides, then parameter matching."""
     preset = load_preset(size, params_dir)
-    rule_class(variant)
+    known_rule(variant)
     overrides = overrides or {}
     unknown = set(overrides) - {"model", "data", "train"}
     if unknown:

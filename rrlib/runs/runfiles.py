@@ -247,4 +247,6 @@ def truncate_metrics(path: Path, step: int) -> None:
             break
         if record_step <= step:
             keep.append(line)
-    path.write_text("".join(line + "\n" for line in keep), encoding="utf-8")
+    from .checkpoints import write_bytes_atomic  # it imports the presets, which import this module
+
+    write_bytes_atomic(path, "".join(line + "\n" for line in keep).encode("utf-8"))

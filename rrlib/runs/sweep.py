@@ -14,7 +14,8 @@ import sys
 
 import pandas as pd
 
-from ..rules import rule_class
+from ..rules.external import known_rule
+from .checkpoints import write_bytes_atomic
 from .config import ConfigError, project_path
 from .device import pick_device
 from .folders import RunBusy, claimed
@@ -49,7 +50,7 @@ def grid(size: str, variants=None, seeds=None, shard: tuple[int, int] = (0, 1)) 
     preset = load_preset(size)
     variants = list(preset.variants if variants is None else variants)
     for v in variants:
-        rule_class(v)
+        known_rule(v)
     seeds = [check_seed(s) for s in (seeds if seeds is not None else preset.seeds)]
     for name, given in (("variants", variants), ("seeds", seeds)):
         if not given:
@@ -123,7 +124,7 @@ def run_sweep(size: str, variants=None, seeds=None, overrides: dict | None = Non
         log(f"[sweep] {statuses.count('diverged')} of {len(runs)} {size} runs diverged (status diverged in the table)")
     table = results_table(out_root, size, log=log)
     if len(table):
-        table.to_csv(project_path(out_root) / size / "results.csv", index=False)
+        write_bytes_atomic(project_path(out_root) / size / "results.csv", table.to_csv(index=False).encode())
         asked = {(run.variant, run.seed) for run in runs}
         table = table[[cell in asked for cell in zip(table["variant"], table["seed"])]].reset_index(drop=True)
     if problems:
@@ -136,16 +137,25 @@ def run_sweep(size: str, variants=None, seeds=None, overrides: dict | None = Non
 def results_table(out_root: str = "outputs/runs", size: str | None = None, log=None) -> pd.DataFrame:
     """Every result.json under ``out_root`` (one size, or all) as a tidy table in the paper's schema.
 
-    A result that cannot be read is left out of the table and named (on stderr unless ``log`` is given).
+    A result that cannot be read, or that records another cell than its folder's (a folder copied to another
+    seed's place), is left out of the table and named (on stderr unless ``log`` is given).
     """
     root = project_path(out_root)
     pattern = f"{size}/*/seed*/result.json" if size else "*/*/seed*/result.json"
+    say = log or (lambda m: print(m, file=sys.stderr))
     rows = []
     for path in sorted(root.glob(pattern)):
         try:
-            rows.append(read_result(path.parent))
+            result = read_result(path.parent)
         except StateError as err:
-            (log or (lambda m: print(m, file=sys.stderr)))(f"[results] left out: {err}")
+            say(f"[results] left out: {err}")
+            continue
+        cell = (result["size"], result["variant"], f"seed{result['seed']}")
+        if cell != path.parent.parts[-3:]:
+            say(f"[results] left out: {path} holds the result of {'/'.join(cell)}, not of its own folder "
+                f"{'/'.join(path.parent.parts[-3:])}; move it back where it belongs")
+            continue
+        rows.append(result)
     if not rows:
         return pd.DataFrame(columns=PAPER_COLUMNS)
     table = pd.DataFrame(rows)

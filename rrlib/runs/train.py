@@ -53,7 +53,8 @@ from .optim import group_lrs, make_optimizer, optimizer_step
 from .pace import check_cpu_reach
 from .provenance import attention_kernel, command_line, device_name, git_commit
 from .rundata import checked_run_data
-from .runfiles import DATA_HASH, fingerprint, read_checkpoint, run_identity, truncate_metrics
+from .runfiles import (DATA_HASH, MOVE_ASIDE, StateError, fingerprint, read_checkpoint, run_identity,
+                       truncate_metrics)
 
 
 # ---------------------------------------------------------------- small helpers
@@ -314,6 +315,8 @@ def _train(run, run_dir, data, device, rank, world, accum, stop, progress) -> di
                         dist.barrier()
                 if stopping:
                     raise KeyboardInterrupt(f"stopped by signal {stopping} at step {step}; checkpoint saved")
+        if metrics is not None:
+            log_intact(metrics, run_dir / "metrics.jsonl")
         with clock.paused():
             paper = evaluate(model, in_passes(paper_eval_windows(data.heldout, run.seed, tc.paper_eval_batches,
                                                                  tc.batch_size, run.model.seq_len), per_pass),
@@ -334,6 +337,19 @@ def _train(run, run_dir, data, device, rank, world, accum, stop, progress) -> di
             bar.close()
         if metrics is not None:
             metrics.close()
+
+
+def log_intact(metrics, path) -> None:
+    """Refuse to record a run whose log was removed or replaced while it trained: the result would stand for steps
+    whose log no longer exists. One sentence naming the file; the last checkpoint stays, so nothing more is lost."""
+    opened = os.fstat(metrics.fileno())
+    try:
+        there = os.stat(path)
+    except OSError:
+        there = None
+    if opened.st_nlink == 0 or there is None or (there.st_dev, there.st_ino) != (opened.st_dev, opened.st_ino):
+        raise StateError(f"{path} was removed or replaced while the run trained, so its log is lost and the run is "
+                         f"not recorded as finished; {MOVE_ASIDE}")
 
 
 def _agree(first_bad: torch.Tensor, signum: int | None, device) -> tuple[torch.Tensor, int | None]:

@@ -23,6 +23,11 @@ KIND_WORDS = {"int": "a whole number", "float": "a number", "str": "a word", "bo
               "None": "null", "tuple": "a list", "dict": "a mapping"}
 SEED_LIMIT = 2**64  # torch.manual_seed takes seeds below 2**64
 DEVICE_NAMES = re.compile(r"auto|cpu|cuda(:\d+)?")
+# settings whose value is one of a few words: a value of another type names them (YAML reads yes, no, on and off as
+# true and false, so --set train.keep_weights=yes arrives as True)
+NAMED_CHOICES = {"train.keep_weights": KEEP_WEIGHTS, "train.precision": PRECISIONS,
+                 "data.tokenizer": tuple(TOKENIZER_VOCAB), "data.heldout": HELDOUT,
+                 **{f"{section}.{name}": tuple(choices) for (section, name), choices in SWITCH_CHOICES.items()}}
 
 
 def typed(name: str, value, annotation: str):
@@ -40,6 +45,9 @@ def typed(name: str, value, annotation: str):
             return float(value)  # YAML 1.1 reads 2e-4 (no dot) as text
         except ValueError:
             pass
+    if name in NAMED_CHOICES:
+        raise ConfigError(f"{name} must be one of {', '.join(map(str, NAMED_CHOICES[name]))}, got {value!r}"
+                          + (" (YAML reads yes, no, on and off as true or false)" if isinstance(value, bool) else ""))
     raise ConfigError(f"{name} must be {' or '.join(KIND_WORDS.get(k, k) for k in kinds)}, got {value!r}")
 
 

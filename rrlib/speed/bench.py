@@ -44,7 +44,7 @@ from pathlib import Path
 import torch
 
 from ..rules.native import target_isa
-from ..runs.checkpoints import write_json_atomic
+from ..runs.checkpoints import write_bytes_atomic, write_json_atomic
 from ..runs.config import ConfigError, given_path, project_path
 from ..runs.data import TOKENIZERS, get_tokenizer, iter_stories
 from ..runs.arguments import variant_list
@@ -215,7 +215,7 @@ def save(out_path: Path, result: dict) -> str:
     out_path.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out_path, result)
     report = render(result)
-    out_path.with_suffix(".md").write_text(report + "\n")
+    write_bytes_atomic(out_path.with_suffix(".md"), (report + "\n").encode())
     return report
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from ..model import GPT
-from ..runs.checkpoints import write_json_atomic
+from ..runs.checkpoints import write_bytes_atomic, write_json_atomic
 from ..home import PROJECT_ROOT, REFERENCE_CSV
 from ..runs.config import ConfigError
 from ..runs.presets import resolve_run
@@ -52,7 +52,9 @@ def read_paper_csv(csv_path: Path):
     from ..rules import RULES
 
     try:
-        table = pd.read_csv(csv_path)
+        # blank lines kept as empty rows, then dropped with their index: a row's index + 2 is its line in the file
+        table = pd.read_csv(csv_path, skip_blank_lines=False)
+        table = table.dropna(how="all")
     except FileNotFoundError:
         raise ConfigError(f"--paper-csv {csv_path} does not exist; give the paper's run table (columns "
                           f"{', '.join(PAPER_COLUMNS)}), e.g. {PAPER_CSV.relative_to(PROJECT_ROOT)}") from None
@@ -64,8 +66,8 @@ def read_paper_csv(csv_path: Path):
     if missing:
         raise ConfigError(f"--paper-csv {csv_path} has no column {', '.join(missing)}; the paper's run table has "
                           f"{', '.join(PAPER_COLUMNS)}")
-    for line, row in enumerate(table.itertuples(), 2):  # line 1 is the header
-        where = f"{csv_path} line {line}"
+    for row in table.itertuples():
+        where = f"{csv_path} line {row.Index + 2}"  # line 1 is the header
         if row.size not in PAPER_SIZES:
             raise ConfigError(f"{where}: size {row.size!r} is not one of the paper's sizes ({', '.join(PAPER_SIZES)})")
         if PAPER_VARIANTS.get(row.variant, row.variant) not in RULES:
@@ -76,8 +78,9 @@ def read_paper_csv(csv_path: Path):
             if isinstance(value, str) or not (math.isfinite(value) and value > 0) or \
                     (name == "steps" and value != int(value)):
                 kind = "a positive whole number" if name == "steps" else "a positive number"
-                raise ConfigError(f"{where}: {name} must be {kind}, got {value!r}")
-    return table
+                shown = f"{value:g}" if isinstance(value, float) and math.isfinite(value) else repr(value)
+                raise ConfigError(f"{where}: {name} must be {kind}, got {shown}")
+    return table.reset_index(drop=True)
 
 
 @functools.cache
@@ -186,7 +189,7 @@ def main(argv=None) -> int:
     sweep = merged_sweep(files, csv)
     write_json_atomic(outdir / "sweep.json", sweep)
     report = render_sweep(sweep)
-    (outdir / "sweep.md").write_text(report + "\n")
+    write_bytes_atomic(outdir / "sweep.md", (report + "\n").encode())
     print(report)
     return 0
 
