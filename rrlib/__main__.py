@@ -25,7 +25,8 @@ from .parsing import OneLineParser, add_rules_option, path_text
 # rrlib.runs.data.TOKENIZERS and HELDOUT), spelled here so that --help loads no torch.
 RULE_NAMES = ("standard", "review", "review_state_only", "review_update_only", "review_convex", "highway",
               "highway_convex", "rezero", "layerscale", "scaled", "scaled_loops", "attnres_block", "attnres",
-              "delta_attnres", "delta_attnres_block", "mgr", "hc", "mhc")
+              "delta_attnres", "delta_attnres_block", "mgr", "hc", "mhc", "denseformer", "dynamic_dense", "laurel_rw",
+              "laurel_lr", "value_residual")
 PRECISIONS = ("auto", "fp32", "tf32", "bf16")
 TOKENIZERS = ("gpt2", "bytes")
 HELDOUT = ("tail", "validation")

@@ -161,6 +161,15 @@ def test_lock_keeps_a_second_process_out(tmp_path):
             train_run(run, progress=False)
 
 
+def test_a_finished_run_keeps_no_lock_file(tmp_path):
+    run = resolve_run("tiny", "review", 0, FAST, str(tmp_path))
+    train_run(run, progress=False)
+    assert not (run.run_dir / "run.lock").exists() and (run.run_dir / "result.json").exists()
+    with run_lock(run.run_dir):  # the flock is the lock: a later holder takes the folder as before
+        assert (run.run_dir / "run.lock").exists()
+    assert not (run.run_dir / "run.lock").exists()
+
+
 def test_sweep_skips_done_and_shards(tmp_path):
     assert grid("tiny", seeds=[0, 1], shard=(1, 2)) == [("highway", 0), ("review", 1), ("standard", 1)]
     lines = []

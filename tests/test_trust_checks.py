@@ -449,7 +449,7 @@ def test_out_of_memory_names_the_micro_batch_that_goes_on(tmp_path, monkeypatch)
                                           r"and run the same command again"):
         train_run(run, progress=False)
     monkeypatch.undo()
-    assert sorted(p.name for p in run.run_dir.iterdir()) == ["ckpt.pt", "config.json", "metrics.jsonl", "run.lock"]
+    assert sorted(p.name for p in run.run_dir.iterdir()) == ["ckpt.pt", "config.json", "metrics.jsonl"]
     split = dataclasses.replace(run, train=dataclasses.replace(run.train, micro_batch_size=4))
     assert train_run(split, progress=False)["status"] == "finished"
 
@@ -466,7 +466,7 @@ def test_a_full_disk_is_one_sentence_and_leaves_no_half_file(tmp_path, monkeypat
     with pytest.raises(DiskFull, match=rf"the disk holding {re.escape(str(run.run_dir))} is full \(writing ckpt.pt: "
                                        r"no space left on device\); free space there or give another folder"):
         train_run(run, progress=False)
-    assert sorted(p.name for p in run.run_dir.iterdir()) == ["config.json", "metrics.jsonl", "run.lock"]
+    assert sorted(p.name for p in run.run_dir.iterdir()) == ["config.json", "metrics.jsonl"]
 
 
 def test_a_log_line_that_does_not_fit_on_the_disk_is_not_left_half_written(tmp_path):

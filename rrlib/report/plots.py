@@ -26,6 +26,8 @@ RULE_STYLES = {
     "layerscale": ("#8c564b", "X"), "scaled": ("#7f7f7f", "<"), "scaled_loops": ("#bcbd22", ">"),
     "attnres": ("#ff7f0e", "h"), "attnres_block": ("#ffbb78", "H"), "delta_attnres": ("#e377c2", "*"),
     "mgr": ("#17becf", "p"), "hc": ("#393b79", "d"), "mhc": ("#637939", "8"),
+    "denseformer": ("#e6550d", "v"), "dynamic_dense": ("#fdae6b", "<"), "laurel_rw": ("#31a354", "^"),
+    "laurel_lr": ("#a1d99b", "v"), "value_residual": ("#de9ed6", "X"),
 }
 FALLBACK_STYLES = [("#843c39", "o"), ("#7b4173", "s"), ("#5254a3", "^"), ("#8ca252", "D")]  # rules added later
 

@@ -47,7 +47,12 @@ def run_lock(run_dir: Path):
             raise RunBusy(f"{run_dir} is being run by another process") from None
         fh.write(f"{os.getpid()}\n")
         fh.flush()
-        yield
+        try:
+            yield
+        finally:
+            # removed while still held, so a finished run's folder keeps only its results (a killed process leaves
+            # it, and the next run takes it over: the lock is the flock, not the file)
+            (run_dir / "run.lock").unlink(missing_ok=True)
 
 
 def claimed(run: RunConfig, move_aside: bool = False) -> tuple[RunConfig, dict | None]:
