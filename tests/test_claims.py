@@ -174,12 +174,16 @@ def test_the_verdict_rule_on_constructed_cases():
     assert judge("directional", 0.02, 0.2) == judge("directional", 0.02, np.nan) == "inconclusive"
     assert judge("directional", 0.001, 0.6, p_margin=0.01) == "contradicted"
     assert judge("directional", 0.001, 0.6, p_margin=0.3) == "inconclusive"
-    # null ("no gain"): a significant gain contradicts; a significant loss does not; support needs the margin test
-    assert judge("null", 0.03, 0.001) == "contradicted"
+    # null ("no gain"): judged at its margin; a significant gain inside the margin does not contradict it
+    assert judge("null", 0.003, 0.001, p_margin=0.01, p_beyond=0.99) == "supported"
+    assert judge("null", 0.003, 0.001, p_margin=0.2, p_beyond=0.8) == "inconclusive"
+    assert judge("null", 0.03, 0.001, p_margin=0.999, p_beyond=0.001) == "contradicted"
     assert judge("null", -0.03, 0.001, p_margin=0.001) == "supported"
     assert judge("null", 0.001, 0.5, p_margin=0.2) == judge("null", 0.001, 0.5) == "inconclusive"
-    # equivalence: significant either way contradicts; the TOST supports
-    assert judge("equivalence", -0.5, 0.01, 0.001) == "contradicted"
+    # equivalence: the TOST is looked at first; only an effect shown beyond the margin contradicts
+    assert judge("equivalence", 0.05, 0.001, p_margin=0.01, p_beyond=0.99) == "supported"
+    assert judge("equivalence", -0.5, 0.01, 0.6, p_beyond=0.001) == "contradicted"
+    assert judge("equivalence", -0.5, 0.01, 0.6) == "inconclusive"
     assert judge("equivalence", 0.01, 0.8, 0.01) == "supported"
     assert judge("equivalence", 0.01, 0.8, 0.2) == "inconclusive"
     assert judge("measured", holds=True) == "supported" and judge("measured", holds=False) == "contradicted"
@@ -195,6 +199,33 @@ def test_below_margin_p_is_the_one_sided_t_test_read_off_the_interval():
     expected = stats_t.cdf((d.mean() - 0.01) / (d.std(ddof=1) / np.sqrt(len(d))), len(d) - 1)
     assert ledger.below_margin_p(t["effect"], t["ci_low"], t["ci_high"], len(d), 0.01) == pytest.approx(expected)
     assert np.isnan(ledger.below_margin_p(0.0, np.nan, 0.1, 5, 0.01))
+
+
+def test_an_effect_inside_the_margin_never_contradicts_a_no_gain_claim():
+    """A constructed case: a gain of 0.004 ± 0.001 over 20 seeds is significant (p far below 0.05) but lies inside
+    a margin of 0.009, so the claim of no gain as large as 0.009 is supported, not contradicted."""
+    d = np.random.default_rng(0).normal(0.004, 0.002, 20)
+    t = ledger.paired(d)
+    assert t["p"] < 1e-4
+    below = ledger.below_margin_p(t["effect"], t["ci_low"], t["ci_high"], 20, 0.009)
+    beyond = ledger.beyond_margin_p(t["effect"], t["ci_low"], t["ci_high"], 20, 0.009)
+    assert below == pytest.approx(1 - beyond) and below < 0.05
+    assert ledger.judge("null", t["effect"], t["p"], below, p_beyond=beyond) == "supported"
+    # the same spread around a gain of 0.02: shown beyond the margin, the claim is contradicted
+    far = ledger.paired(d + 0.016)
+    assert ledger.judge("null", far["effect"], far["p"],
+                        ledger.below_margin_p(far["effect"], far["ci_low"], far["ci_high"], 20, 0.009),
+                        p_beyond=ledger.beyond_margin_p(far["effect"], far["ci_low"], far["ci_high"], 20,
+                                                        0.009)) == "contradicted"
+
+
+def test_beyond_margin_on_both_sides_reads_the_side_the_estimate_lies():
+    upper = ledger.beyond_margin_p(0.3, 0.2, 0.4, 8, 1 / 6, sides="both")
+    lower = ledger.beyond_margin_p(-0.3, -0.4, -0.2, 8, 1 / 6, sides="both")
+    assert upper == pytest.approx(lower) and upper < 0.05
+    assert ledger.beyond_margin_p(0.0, -0.1, 0.1, 8, 1 / 6, sides="both") > 0.5
+    with pytest.raises(ValueError, match="none of upper, both"):
+        ledger.beyond_margin_p(0.0, -0.1, 0.1, 8, 0.1, sides="two")
 
 
 def test_a_rows_interval_and_p_come_from_one_comparison():
