@@ -110,3 +110,29 @@ def test_cpu_hours_grow_with_the_runs_and_a_hardware_need_has_none():
     assert one == pytest.approx(reach.preset_train_flops("family") / 1e10 / 3600)
     assert math.isnan(reach.cpu_hours({"hardware": "several devices"}, 1e10))
     assert "above the 50-hour budget" in reach.reason({"preset": "590m", "variants": 3, "seeds": 3}, 1e10)
+
+
+def test_the_page_joins_each_row_to_its_record_and_puts_bh_q_on_the_registered_tested_rows():
+    import numpy as np
+
+    from rrlib.claims import page
+    from rrlib.report import ledger, stats
+
+    by = records.by_id(CLAIMS)
+    rows = ledger.ledger([
+        ledger.row(by["review-gain-590m"].paper, by["review-gain-590m"].label, "t", "supported", "a.html", 0.01,
+                   0.005, 0.015, 0.01),
+        ledger.row(by["mgr-gain"].paper, by["mgr-gain"].label, "t", "inconclusive", "", 0.004, -0.002, 0.01, 0.2),
+        ledger.row(by["mgr-activation-scales-fit"].paper, by["mgr-activation-scales-fit"].label, "t", "supported", "",
+                   0.3, 0.07, 0.5, 0.03),
+        ledger.row(by["review-gate-params"].paper, by["review-gate-params"].label, "t", "contradicted", "", 0.14)])
+    joined = page.attach(rows, CLAIMS)
+    assert list(joined["id"]) == ["review-gain-590m", "mgr-gain", "mgr-activation-scales-fit", "review-gate-params"]
+    np.testing.assert_allclose(joined["q_bh"][:2], stats.benjamini_hochberg([0.01, 0.2]))
+    assert joined["q_bh"][2:].isna().all()  # an exploratory reading and a measurement are outside the family
+    shown = page.ledger_html(joined)
+    assert shown.count("<details>") == 4 and "(exploratory)" in shown
+    assert "“at 590M they \\emph{significantly} outperform" in shown
+    assert page.counts(joined).startswith("3 registered claims of 2 papers: 1 supported, 1 contradicted")
+    with pytest.raises(ValueError, match="ledger rows with no record: a claim no record holds"):
+        page.attach(ledger.ledger([ledger.row("P", "a claim no record holds", "", "supported", "")]), CLAIMS)

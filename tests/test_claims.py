@@ -274,7 +274,8 @@ def test_the_abstract_states_each_finding_from_the_tables_and_leaves_out_missing
     claims.to_csv(tmp_path / "07_claims.csv", index=False)
     lines = index.abstract(tmp_path)
     assert len(lines) == 3
-    assert "ledger tests 1 claims of Review Residuals and 0 related papers: 0 supported" in lines[0]
+    assert "ledger holds 1 registered claims of Review Residuals and 0 related papers: 0 supported" in lines[0]
+    assert "a larger one at 1B that it calls a strong trend rather than significant" in lines[0]
     assert lines[1] == ("The family (3 methods in one harness, 3 seeds, parameter-matched): after Holm's correction no "
                         "method beats the standard residual, and rezero (-0.200 nats, Holm p 0.01) is worse; the "
                         "design detects gaps of 0.030–0.050 nats.")

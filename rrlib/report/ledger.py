@@ -185,6 +185,28 @@ def ledger(rows: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
+def could_see(r) -> str:
+    """Whether the row's design could have answered its claim: its detectable gap (80 % power) beside the effect the
+    paper states, or beside the margin of a claim of no difference. ``r`` is a ledger row (a mapping)."""
+    kind, _, reason = r["verdict"].partition(": ")
+    seen, paper = r.get("detectable", float("nan")), r.get("paper_effect", float("nan"))
+    margin = r.get("margin", float("nan"))
+    if kind == "out of reach":
+        return f"no: {reason}"
+    if kind == "untested":
+        return f"not yet: {reason}"
+    against = f" vs the paper's {abs(paper):.3g}" if pd.notna(paper) else ""
+    if kind in ("supported", "contradicted"):  # a verdict reached is a question answered
+        return f"yes: answered (detects {seen:.3g}{against})" if pd.notna(seen) else "yes: a measurement"
+    if pd.isna(seen):
+        return "–"
+    if pd.isna(paper) and pd.notna(margin):  # a claim of no difference: could the design show equivalence?
+        return f"{'yes' if seen <= margin else 'no'}: detects {seen:.3g} vs the margin ±{margin:.3g}"
+    if pd.isna(paper):
+        return f"unclear: detects {seen:.3g}; the paper gives no effect size to set against it"
+    return f"{'yes' if seen <= abs(paper) else 'no'}: detects {seen:.3g}{against}"
+
+
 def verdict_kind(verdict: str) -> str:
     """The verdict without its reason: one of ``VERDICTS``."""
     for kind in ("untested", "out of reach"):
