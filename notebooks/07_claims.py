@@ -70,7 +70,8 @@ from scipy.stats import t as t_dist
 import torch
 
 from rrlib.claims import page as claim_page
-from rrlib.claims import reach, records
+from rrlib.claims import mechanisms, records
+from rrlib.claims import rows as claim_rows
 from rrlib.model import GPT, count_params
 from rrlib.report import (claims_study, gates, ledger, loading, looped_study, plots, power_study, probes, stats,
                           tables, verdict)
@@ -137,18 +138,11 @@ def stated(cid):
 
 
 def beyond_reach(cid, evidence=""):
-    """A GPU-only claim: out of reach, with the CPU-hours its cheapest test would take here (rrlib.claims.reach)."""
-    c = CLAIMS[cid]
-    return ledger.row(c.paper, c.label, c.metric, ledger.out_of_reach(reach.reason(c.needs, cpu_rate)), evidence,
-                      paper_effect=c.stated_effect)
+    return claim_rows.beyond_reach(CLAIMS[cid], cpu_rate, evidence)
 
 
 def pending(cid, evidence=""):
-    """A claim registered before its runs, whose design has not run yet: its metric, test and margin as fixed."""
-    c = CLAIMS[cid]
-    return ledger.row(c.paper, c.label, f"{c.metric}; {c.test}",
-                      ledger.untested("registered before its runs; its design has not run yet"), evidence,
-                      paper_effect=c.stated_effect, margin=c.margin_value)
+    return claim_rows.pending(CLAIMS[cid], evidence)
 
 
 # the FLOP rate this harness's committed CPU runs reached (the family's), which prices an out-of-reach claim
@@ -161,11 +155,6 @@ paper_tests, ours_tests = page_table("04_paper_tests"), page_table("04_ours_test
 power_designs = {name: page_table(name) for name in ("04_power_tests", "04_power_tests_mini")}
 power_items = [name for name, table in power_designs.items() if table is not None]
 power_tests = power_study.pooled(power_designs.values())
-# the Review paper's own effects: the gap of the means (the paper's reading) at the sizes where it reports a gain;
-# the smallest is the margin of every "no gain" claim (a gain smaller than the paper's is no gain in its sense)
-# the margin of every "no gain" claim: the smallest gain the Review paper reports (590M against Highway, +0.009), from
-# the records, which quote the sentence it comes from
-review_margin = CLAIMS["review-no-gain-paper"].margin_value
 
 # %% [markdown]
 # ## The ledger
@@ -372,28 +361,7 @@ def gaps_at(tests, sizes):
 
 
 def no_gain_row(cid, tests, where, evidence):
-    """A "no gain" claim over several comparisons, judged at its margin (the paper's smallest reported gain): every
-    comparison's gain shown below the margin supports it (the comparison whose one-sided p is the largest decides);
-    a gain shown above the margin in any comparison contradicts it (the one with the smallest such p is the row's).
-    A significant gain inside the margin is no gain in the claim's sense."""
-    below = [ledger.below_margin_p(r.paired_gap, r.ci_low, r.ci_high, r.paired_n, review_margin, alpha)
-             for r in tests.itertuples()]
-    beyond = [ledger.beyond_margin_p(r.paired_gap, r.ci_low, r.ci_high, r.paired_n, review_margin, alpha=alpha)
-              for r in tests.itertuples()]
-    shown_beyond = np.nanmin(beyond) < alpha
-    k = int(np.nanargmin(beyond)) if shown_beyond else ledger.binding(below)
-    chosen = tests.iloc[k]
-    p = chosen["paired_p"] if "paired_p" in chosen else chosen["p"]  # page 04's paper tests, or compare's columns
-    decided_by = (f"a gain shown above the margin over {chosen['baseline']} at {chosen['size']} (one-sided p "
-                  f"{beyond[k]:.2g})" if shown_beyond else
-                  f"one-sided p that every gain is below {review_margin:g} nats: {below[k]:.2g} ({chosen['size']} vs "
-                  f"{chosen['baseline']}, the largest)")
-    against = "; ".join(f"{r.size} vs {r.baseline} {r.paired_gap:+.4f}" for r in tests.itertuples())
-    return ledger.row(
-        *claim(cid), f"Review's paired gaps, {len(tests)} comparisons at {where} ({against}); {decided_by}",
-        ledger.judge("null", chosen["paired_gap"], p, below[k], p_beyond=beyond[k], alpha=alpha),
-        evidence, chosen["paired_gap"], chosen["ci_low"], chosen["ci_high"], p,
-        "none: every comparison must hold", np.nan, chosen["mde"], review_margin)
+    return claim_rows.no_gain(CLAIMS[cid], tests, where, evidence, alpha)
 
 
 if power_tests is not None and paper_tests is not None:
@@ -612,37 +580,8 @@ def probes_over_depth(kind, variants):
     return pd.concat(frames, ignore_index=True)
 
 
-def endpoint_growth(scales, metric):
-    """The first reading: log2 of the last sublayer's ``metric`` over the first's (one probe)."""
-    part = scales[scales["sublayer"] != "head"].sort_values("index")
-    return float(np.log2(part[metric].iloc[-1] / part[metric].iloc[0]))
-
-
-def learned_growth(scales, variant, metric, growth=probes.depth_growth):
-    """Per seed: the growth over depth of ``metric`` trained, minus the same at init."""
-    part = scales[scales["variant"] == variant]
-    if part.empty:
-        return pd.Series(dtype=float)
-    per_probe = pd.Series({key: growth(g, metric) for key, g in part.groupby(["seed", "state"])}).unstack()
-    return (per_probe.get("trained") - per_probe.get("init")).dropna() if {"init", "trained"} <= set(per_probe) \
-        else pd.Series(dtype=float)
-
-
 depth_scales = probes_over_depth("scales", claims_study.DEPTH_VARIANTS)
-growth_rows = []
-for v, metric in MECHANISMS.items():
-    for size in depth_sizes:
-        here = depth_scales[depth_scales["depth"] == size]
-        std, rule = learned_growth(here, "standard", metric), learned_growth(here, v, metric)
-        shared = std.index.intersection(rule.index)
-        ends = (learned_growth(here, "standard", metric, endpoint_growth) - learned_growth(here, v, metric,
-                                                                                            endpoint_growth))[shared]
-        first_reading = ledger.paired(ends, alpha) if len(shared) >= 2 else {"effect": np.nan, "p": np.nan}
-        growth_rows.append({"rule": v, "depth": size, "metric": metric, "standard's learned": std[shared].mean(),
-                            "rule's learned": rule[shared].mean(), **ledger.paired((std - rule)[shared], alpha),
-                            **{f"endpoint_{k}": first_reading.get(k, np.nan)
-                               for k in ("effect", "ci_low", "ci_high", "p", "mde")}})
-growth_by_depth = pd.DataFrame(growth_rows)
+growth_by_depth = mechanisms.growth_by_depth(depth_scales, MECHANISMS, depth_sizes, alpha)
 print(f"depth probes: {depth_scales.groupby(['depth', 'variant', 'seed']).ngroups if len(depth_scales) else 0} of "
       f"{len(depth_sizes) * len(claims_study.DEPTH_VARIANTS) * len(depth_seeds)} runs probed")
 if growth_by_depth["n"].max() >= 2:
@@ -659,7 +598,7 @@ if growth_by_depth["n"].max() >= 2:
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for ax, (v, metric) in zip(axes, MECHANISMS.items()):
         for variant in ("standard", v):
-            means = [learned_growth(depth_scales[depth_scales["depth"] == size], variant, metric).mean()
+            means = [mechanisms.learned_growth(depth_scales[depth_scales["depth"] == size], variant, metric).mean()
                      for size in depth_sizes]
             ax.plot([load_preset(size).model.n_layers for size in depth_sizes], means, marker=plots.marker(variant),
                     color=plots.color(variant), label=variant)
@@ -778,31 +717,11 @@ rows += [beyond_reach("attnres-compute"), beyond_reach("attnres-latency")]
 # family's committed runs (both must hold: the larger p, and that comparison's gap). **(i)** Conversion: below.
 
 # %%
-def deep_excess(routing_probes, variant):
-    """Per seed: the largest routing weight's excess over the uniform weight, averaged over the deeper half of the
-    sublayers' reads, trained minus init."""
-    part = routing_probes[(routing_probes["variant"] == variant) & (routing_probes["sublayer"] != "head")]
-    part = part[part["index"] >= (part["index"].max() + 1) // 2]
-    if part.empty:
-        return pd.Series(dtype=float)
-    excess = (part["max_weight"] - part["uniform"]).groupby([part["state"], part["seed"]]).mean().unstack("state")
-    return (excess["trained"] - excess["init"]).dropna() if {"init", "trained"} <= set(excess) else \
-        pd.Series(dtype=float)
-
-
-def routing_contrast(routing_probes, base, delta):
-    learned = {v: deep_excess(routing_probes, v) for v in (base, delta)}
-    shared = learned[base].index.intersection(learned[delta].index)
-    return {**ledger.paired((learned[delta] - learned[base])[shared], alpha),
-            base: learned[base][shared].mean(), delta: learned[delta][shared].mean(),
-            "uniform": routing_probes.loc[routing_probes["variant"] == base, "uniform"].mean()}
-
-
 depth_routing = probes_over_depth("routing", ["attnres", "delta_attnres"])
-contrast_by_depth = pd.DataFrame([{"depth": size, **routing_contrast(depth_routing[depth_routing["depth"] == size],
-                                                                       "attnres", "delta_attnres")}
+contrast_by_depth = pd.DataFrame([{"depth": size, **mechanisms.routing_contrast(
+                                      depth_routing[depth_routing["depth"] == size], "attnres", "delta_attnres", alpha)}
                                   for size in depth_sizes]) if len(depth_routing) else pd.DataFrame({"n": [0]})
-block_contrast = (routing_contrast(routing, "attnres_block", "delta_attnres_block")
+block_contrast = (mechanisms.routing_contrast(routing, "attnres_block", "delta_attnres_block", alpha)
                   if {"attnres_block", "delta_attnres_block"} <= (set(routing["variant"]) if len(routing) else set())
                   else {"n": 0})
 done = int(contrast_by_depth["n"].min())
