@@ -70,7 +70,7 @@ from scipy.stats import t as t_dist
 import torch
 
 from rrlib.claims import page as claim_page
-from rrlib.claims import mechanisms, records
+from rrlib.claims import mechanisms, records, review
 from rrlib.claims import rows as claim_rows
 from rrlib.model import GPT, count_params
 from rrlib.report import (claims_study, gates, ledger, loading, looped_study, plots, power_study, probes, stats,
@@ -231,28 +231,8 @@ if depth_runs is None:
     rows += [ledger.row(*claim("review-convex-stalls"), "", missing("02_runs"), ""),
              ledger.row(*claim("review-additive-trains"), "", missing("02_runs"), "")]
 else:
-    depth_runs = depth_runs.assign(size=depth_runs["n_layers"].map(lambda n: f"{n:02d} blocks"))
-    convex = stats.compare(depth_runs[depth_runs["variant"].isin(["review", "review_convex"])], "fixed_loss",
-                           n_boot=0)
-    deepest = convex.iloc[-1]
-    onset = convex.loc[convex["significant"] & (convex["paired_gap"] > 0.1), "size"]
-    rows.append(ledger.row(
-        *claim("review-convex-stalls"),
-        f"review_convex − review, fixed_loss, at {deepest['size']} ({int(deepest['paired_n'])} seeds, paired; "
-        f"Holm over {len(convex)} depths); more than 0.1 nats behind from "
-        f"{onset.iloc[0] if len(onset) else 'no depth'} on",
-        ledger.judge("directional", deepest["paired_gap"], deepest["p_holm"], alpha=alpha),
-        link("02_depth_stability", "02_runs", "02_final_loss"), deepest["paired_gap"], deepest["ci_low"],
-        deepest["ci_high"], deepest["p_holm"], f"Holm over the {len(convex)} depths", detectable=deepest["mde"]))
-    additive = depth_runs[depth_runs["variant"] == "review"]
-    shallow, deep = additive["n_layers"].min(), additive["n_layers"].max()
-    fall = ledger.welch(additive.loc[additive["n_layers"] == shallow, "fixed_loss"],
-                        additive.loc[additive["n_layers"] == deep, "fixed_loss"], alpha)
-    rows.append(ledger.row(
-        *claim("review-additive-trains"),
-        f"review's fixed_loss at {shallow} blocks − at {deep} blocks (Welch, {fall['n']} seeds each)",
-        ledger.judge("directional", fall["effect"], fall["p"], alpha=alpha), link("02_depth_stability", "02_final_loss"),
-        fall["effect"], fall["ci_low"], fall["ci_high"], fall["p"], "none: one comparison", detectable=fall["mde"]))
+    rows += review.depth_rows(CLAIMS, depth_runs, (link("02_depth_stability", "02_runs", "02_final_loss"),
+                                                   link("02_depth_stability", "02_final_loss")), alpha)
 
 # %% [markdown]
 # **(b) The gate starts neutral and learns how much to trust each update.** At init, r = σ(0) = 0.5 exactly: read
@@ -360,10 +340,6 @@ else:
 # ($p\approx0.07$) rather than fully significant"; the row states the claim so, and shows the paired p beside it.
 
 # %%
-def gaps_at(tests, sizes):
-    return tests[tests["size"].isin(sizes)]
-
-
 def no_gain_row(cid, tests, where, evidence):
     return claim_rows.no_gain(CLAIMS[cid], tests, where, evidence, alpha)
 
@@ -385,90 +361,17 @@ if paper_tests is None:
              ("review-no-gain-paper", "review-standard-better-60m", "review-gain-590m", "review-gain-1b",
               "review-gain-grows-1b")]
 else:
-    rows.append(no_gain_row("review-no-gain-paper", gaps_at(paper_tests, ["60M", "150M", "320M"]),
-                            "60M–320M (the paper's runs, val_loss)", link("04_statistics", "04_paper_tests")))
-    sixty = paper_tests.set_index(["size", "baseline"]).loc[("60M", "standard")]
-    rows.append(ledger.row(
-        *claim("review-standard-better-60m"),
-        "review − standard at 60M (the paper's runs, val_loss, paired)",
-        ledger.judge("directional", -sixty["paired_gap"], sixty["paired_p"], alpha=alpha),
-        link("04_statistics", "04_paper_tests"), -sixty["paired_gap"], -sixty["ci_high"], -sixty["ci_low"],
-        sixty["paired_p"], "none: one comparison", stated("review-standard-better-60m"), sixty["mde"]))
-    for size, cid in (("590M", "review-gain-590m"), ("1B", "review-gain-1b")):
-        both = gaps_at(paper_tests, [size])
-        effect, low, high, p = ledger.intersection(both["paired_gap"].to_numpy(), both["ci_low"].to_numpy(),
-                                                   both["ci_high"].to_numpy(), both["paired_p"].to_numpy())
-        binding = both.iloc[ledger.binding(both["paired_p"])]
-        rows.append(ledger.row(
-            *claim(cid),
-            f"Review's paired gaps at {size} (the paper's runs, val_loss, paired by seed: " + ", ".join(
-                f"vs {b} {g:+.4f}, p {q:.2g}" for b, g, q in zip(both["baseline"], both["paired_gap"], both["paired_p"]))
-            + f"); the comparison with the larger p (vs {binding['baseline']}). The paper's own test, Welch's t on the "
-            "per-seed losses: " + ", ".join(f"vs {b} p {q:.2g}" for b, q in zip(both["baseline"], both["welch_p"])),
-            ledger.judge("directional", effect, p, alpha=alpha), link("04_statistics", "04_paper_tests"), effect, low,
-            high, p, ledger.NO_CORRECTION, stated(cid), binding["mde"]))
-    # the per-seed paired gaps at 1B against those at 590M: the growth of the gain, per baseline
-    paper = stats.load_results(project_path(paper_csv))
-    growth = []
-    for baseline in ("highway", "standard"):
-        per_size = {s: (paper[(paper["size"] == s) & (paper["variant"] == baseline)].set_index("seed")["val_loss"]
-                        - paper[(paper["size"] == s) & (paper["variant"] == "review")].set_index("seed")["val_loss"])
-                    for s in ("590M", "1B")}
-        growth.append(ledger.welch(per_size["1B"], per_size["590M"], alpha))
-    effect, low, high, p = ledger.intersection([g["effect"] for g in growth], [g["ci_low"] for g in growth],
-                                               [g["ci_high"] for g in growth], [g["p"] for g in growth])
-    binding = growth[ledger.binding([g["p"] for g in growth])]
-    rows.append(ledger.row(
-        *claim("review-gain-grows-1b"),
-        "Review's per-seed gap at 1B − at 590M (Welch over seeds), per baseline; the one with the larger p",
-        ledger.judge("directional", effect, p, alpha=alpha), link("04_statistics", "04_paper_tests"), effect, low,
-        high, p, ledger.NO_CORRECTION, stated("review-gain-grows-1b"), binding["mde"]))
+    rows += review.paper_run_rows(CLAIMS, paper_tests, stats.load_results(project_path(paper_csv)),
+                                  link("04_statistics", "04_paper_tests"), alpha)
 rows.append(beyond_reach("review-gain-590m-harness", link("04_statistics")))
 # %%
 trend = page_table("04_paper_trend")
-# the Review paper's growth of the gain with size, as its own runs give it: the slope per decade, the smaller over the
-# two baselines (its words, "grows across the tested range", state no number)
-paper_slope = np.nan if trend is None else float(trend["slope_per_decade"].min())
-if trend is None:
-    rows.append(ledger.row(*claim("review-grows-with-scale"), "", missing("04_paper_trend"), ""))
-else:
-    # the slope's t-interval on n_sizes − 2 degrees of freedom, from page 04's standard error
-    half = t_dist.ppf(1 - alpha / 2, (trend["n_sizes"] - 2).clip(lower=1)) * trend["stderr"]
-    effect, low, high, p = ledger.intersection(trend["slope_per_decade"].to_numpy(),
-                                               (trend["slope_per_decade"] - half).to_numpy(),
-                                               (trend["slope_per_decade"] + half).to_numpy(), trend["p"].to_numpy())
-    binding = trend.iloc[ledger.binding(trend["p"])]
-    rows.append(ledger.row(
-        *claim("review-grows-with-scale"),
-        "slope of Review's gap on log10 size (nats per decade, the paper's 5 sizes, one point each), the smaller over "
-        "the two baselines, the one with the larger p (" + ", ".join(
-            f"{b} {s:+.4f}, p {q:.2g}, detectable {ledger.detectable_coefficient(e, n - 2, alpha):.4f}"
-            for b, s, q, e, n in zip(trend["baseline"], trend["slope_per_decade"], trend["p"], trend["stderr"],
-                                     trend["n_sizes"])) + ")",
-        ledger.judge("directional", effect, p, alpha=alpha), link("04_statistics", "04_paper_trend"), effect, low,
-        high, p, ledger.NO_CORRECTION, paper_slope,
-        detectable=ledger.detectable_coefficient(binding["stderr"], binding["n_sizes"] - 2, alpha)))
+rows.append(ledger.row(*claim("review-grows-with-scale"), "", missing("04_paper_trend"), "") if trend is None else
+            review.trend_row(CLAIMS, trend, link("04_statistics", "04_paper_trend"), alpha))
 factors = page_table("06_gap_factors")
-if factors is None:
-    rows.append(ledger.row(*claim("review-size-not-budget"), "",
-                           missing("06_gap_factors"), ""))
-else:
-    size_terms = factors[(factors["metric"] == "fixed_loss") & (factors["term"] == "log10_size")]
-    effect, low, high, p = ledger.intersection(size_terms["coef"].to_numpy(), size_terms["ci_low"].to_numpy(),
-                                               size_terms["ci_high"].to_numpy(), size_terms["p"].to_numpy())
-    binding = size_terms.iloc[ledger.binding(size_terms["p"])]
-    tpp = factors[(factors["metric"] == "fixed_loss") & (factors["term"] == "log10_tokens_per_param")]
-    rows.append(ledger.row(
-        *claim("review-size-not-budget"),
-        f"page 06: coefficient of log10 size in the gap's fit on size and tokens per parameter ({int(size_terms['n_cells'].iloc[0])} "
-        f"cells, fixed_loss), the baseline with the larger p (detectable " + ", ".join(
-            f"{b} {ledger.detectable_coefficient(e, d, alpha):.3f}" for b, e, d in
-            zip(size_terms["baseline"], size_terms["stderr"], size_terms["df"])) + "); tokens per parameter: " + ", ".join(
-            f"{b} {c:+.3f} [{lo:+.3f}, {hi:+.3f}]" for b, c, lo, hi in
-            zip(tpp["baseline"], tpp["coef"], tpp["ci_low"], tpp["ci_high"])),
-        ledger.judge("directional", effect, p, alpha=alpha), link("06_size_vs_tokens", "06_gap_factors"), effect, low,
-        high, p, ledger.NO_CORRECTION, paper_slope,
-        detectable=ledger.detectable_coefficient(binding["stderr"], binding["df"], alpha)))
+rows.append(ledger.row(*claim("review-size-not-budget"), "", missing("06_gap_factors"), "") if factors is None else
+            review.size_row(CLAIMS, factors, review.paper_slope(trend), link("06_size_vs_tokens", "06_gap_factors"),
+                            alpha))
 
 # %% [markdown]
 # **(g) What the gate costs in parameters.** The paper says the gate adds about 7 % parameters. Counted here by

@@ -70,3 +70,23 @@ def test_a_record_alone_makes_a_pending_or_an_out_of_reach_row():
     assert far["verdict"].startswith("out of reach: needs 9 runs of the 590m recipe") and far["paper_effect"] == 0.009
     assert rows.beyond_reach(CLAIMS["mgr-communication"], 1e10)["verdict"] == \
         "out of reach: needs several devices under model-parallel training"
+
+
+def test_the_paper_run_rows_state_1b_as_the_paper_does_beside_the_paired_reading():
+    """On the paper's committed runs: 1B is supported by the paired test, its record's words are the paper's strong
+    trend, the paper's own Welch p stands in the test, and the effect set against the design is the stated +0.016."""
+    from pathlib import Path
+
+    from rrlib.claims import review
+    from rrlib.report import stats
+
+    root = Path(__file__).resolve().parents[1]
+    tests = pd.read_csv(root / "paper/tables/04_paper_tests.csv")
+    made = {r["claim"]: r for r in review.paper_run_rows(CLAIMS, tests, stats.load_results(
+        root / "outputs/reference/scaling_v8.csv"), "e")}
+    one_b = made[CLAIMS["review-gain-1b"].label]
+    assert one_b["verdict"] == "supported" and one_b["paper_effect"] == 0.016
+    assert "Welch's t on the per-seed losses: vs highway p 0.083, vs standard p 0.077" in one_b["test"]
+    assert one_b["p"] == pytest.approx(tests.query("size == '1B' and baseline == 'highway'")["paired_p"].iloc[0])
+    assert made[CLAIMS["review-no-gain-paper"].label]["verdict"] == "inconclusive"  # 3 seeds cannot show < 0.009
+    assert made[CLAIMS["review-standard-better-60m"].label]["paper_effect"] == 0.009
