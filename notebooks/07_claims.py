@@ -66,11 +66,10 @@ from IPython.display import HTML, display
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from scipy.stats import t as t_dist
 import torch
 
 from rrlib.claims import page as claim_page
-from rrlib.claims import mechanisms, records, review
+from rrlib.claims import looped, mechanisms, records, review
 from rrlib.claims import rows as claim_rows
 from rrlib.model import GPT, count_params
 from rrlib.report import (claims_study, gates, ledger, loading, looped_study, plots, power_study, probes, stats,
@@ -832,82 +831,14 @@ looped_study_name = ("the powered design (1,000 steps)" if looped_tables == "05_
 transfer, trainable = page_table(f"{looped_tables}_transfer"), page_table(f"{looped_tables}_trainability")
 in_progress = ledger.untested("study in progress (no seed has finished every cell)")
 looped_link = link("05_related_methods", f"{looped_tables}_transfer", f"{looped_tables}_trainability")
-if trainable is None or trainable.dropna(subset=["p"]).empty:
-    rows.append(ledger.row(*claim("looped-trainability"),
-                           "scaled_loops − scaled at each seed's optimum, per N", in_progress, looped_link))
-else:
-    done = trainable.dropna(subset=["p"])  # N = 1 is the same model under both rules: no test there
-    effect, low, high, p = ledger.intersection(done["gap"].to_numpy(), done["ci_low"].to_numpy(),
-                                               done["ci_high"].to_numpy(), done["p"].to_numpy())
-    # the binding N's detectable gap from its interval: half-width = t_{1-α/2}·SE, detectable = (t_{1-α/2} + t_{0.8})·SE
-    n_binding = int(done.iloc[ledger.binding(done["p"])]["seeds"])
-    t_half, t_power = t_dist.ppf(1 - alpha / 2, n_binding - 1), t_dist.ppf(0.8, n_binding - 1)
-    trainable_mde = (high - low) / 2 * (t_half + t_power) / t_half
-    rows.append(ledger.row(*claim("looped-trainability"),
-                           f"scaled_loops − scaled at each seed's optimum, {looped_study_name}, "
-                           f"N = {', '.join(map(str, done['loops']))} "
-                           f"(" + ", ".join(f"N = {n}: {g:+.4f}, p {q:.2g}" for n, g, q in
-                                            zip(done["loops"], done["gap"], done["p"])) + "); the N with the largest p",
-                           ledger.judge("directional", effect, p, alpha=alpha), looped_link, effect, low, high, p,
-                           ledger.NO_CORRECTION, detectable=trainable_mde))
-primary = None if transfer is None else transfer[(transfer["variant"] == "scaled") & (transfer["runs"] == "all runs")]
-if primary is None or primary.empty or primary["slope"].isna().all():
-    rows.append(ledger.row(*claim("looped-transfer"),
-                           "slope of log₂(optimal lr) on log₂ N under 1/N scaling, TOST ±1/6", in_progress, looped_link))
-else:
-    first, second = primary.iloc[0], primary.iloc[1]  # the study's primary estimator first, the grid argmin next
-
-    transfer_margin = CLAIMS["looped-transfer"].margin_value  # ±1/6 per doubling: a factor √2 over N = 1 → 8
-
-    def as_claim(estimate):  # the TOST first; only a slope shown beyond the margin contradicts
-        beyond = ledger.beyond_margin_p(estimate["slope"], estimate["ci_low"], estimate["ci_high"],
-                                        int(estimate["seeds"]), transfer_margin, "both", alpha)
-        return ledger.judge("equivalence", estimate["slope"], estimate["p"], estimate["p_equivalent"], alpha=alpha,
-                            p_beyond=beyond)
-
-    kind = as_claim(first)
-    test = (f"slope of log₂(optimal lr) on log₂ N under 1/N scaling, {looped_study_name} ({first['estimator']}, "
-            f"{int(first['seeds'])} "
-            f"seeds): p {first['p']:.2g}, TOST p (±1/6) {first['p_equivalent']:.2g}; the study's verdict: "
-            f"{first['verdict']}; by the {second['estimator']} optimum ({int(second['seeds'])} seeds) TOST p "
-            f"{second['p_equivalent']:.2g}, {second['verdict']}")
-    # A verdict that rests on the seeds whose optimum was interior in every cell holds here only if it survives
-    # the supplementary extension that gives every seed one; where it does not, the claim is undecided at this
-    # scale, and the row says so.
-    extended = transfer[(transfer["variant"] == "scaled") & transfer["runs"].str.startswith("edge cells")]
-    if len(extended):
-        also = extended.iloc[0]
-        test += (f"; with the edge cells extended (supplementary, {int(also['seeds'])} seeds) TOST p "
-                 f"{also['p_equivalent']:.2g}, {also['verdict']}")
-        if as_claim(also) != kind:
-            kind = "inconclusive"
-            first = also
-    rows.append(ledger.row(*claim("looped-transfer"), test,
-                           kind, looped_link, first["slope"], first["ci_low"], first["ci_high"], first["p"],
-                           "none: one slope (the supplementary extension must agree)", detectable=first["mde"],
-                           margin=transfer_margin))
-# The comparative point of the claim: under 1/√N the optimum falls with N (the paper's account: 1/√N under-scales
-# each loop's update), under 1/N it stays, so the optimum moves less under 1/N. Per seed, the slope of log₂(optimal
-# lr) on log₂ N under each rule (rrlib.report.looped_study.seed_slopes, on page 05's per-seed optima); effect =
-# slope under 1/N − slope under 1/√N, paired by seed, on the study's primary estimator (the grid argmin beside).
-optima = page_table(f"{looped_tables}_optima")
-slopes = looped_study.seed_slopes(optima) if optima is not None and "seed" in optima else pd.DataFrame()
-contrast = {estimator: looped_study.slope_contrast(slopes, estimator, alpha=alpha) for estimator in ("parabola", "grid")}
-if contrast["parabola"]["n"] >= 2:
-    t, g = contrast["parabola"], contrast["grid"]
-    rows.append(ledger.row(
-        *claim("looped-contrast"),
-        f"slope of log₂(optimal lr) per doubling of N, 1/N's − 1/√N's, {looped_study_name}, paired over the "
-        f"{t['n']} seeds with a parabola "
-        f"optimum at every N under both rules; by the grid argmin ({g['n']} seeds) {g['effect']:+.3f} "
-        f"[{g['ci_low']:+.3f}, {g['ci_high']:+.3f}], p {g['p']:.2g}"
-        + (f"; the design was sized from its pilot to detect {looped_study.CONTRAST_TARGET:g} per doubling"
-           if looped_tables == "05_looped_power" else ""),
-        ledger.judge("directional", t["effect"], t["p"], alpha=alpha), looped_link, t["effect"], t["ci_low"],
-        t["ci_high"], t["p"], "none: one comparison (the grid argmin beside it)", detectable=t["mde"]))
-else:
-    rows.append(ledger.row(*claim("looped-contrast"),
-                           "1/N's − 1/√N's slope of the optimal lr over N, paired by seed", in_progress, looped_link))
+steps = {"looped-trainability": (looped.trainability_row, trainable),
+         "looped-transfer": (looped.transfer_row, transfer)}
+for cid, (build, table) in steps.items():
+    made = None if table is None else build(CLAIMS[cid], table, looped_study_name, looped_link, alpha)
+    rows.append(made or ledger.row(*claim(cid), CLAIMS[cid].metric, in_progress, looped_link))
+made = looped.contrast_row(CLAIMS["looped-contrast"], page_table(f"{looped_tables}_optima"), looped_study_name,
+                           looped_tables == "05_looped_power", looped_link, alpha)
+rows.append(made or ledger.row(*claim("looped-contrast"), CLAIMS["looped-contrast"].metric, in_progress, looped_link))
 rows += [pending("looped-depends-on-l"), pending("looped-stream-norm")]
 
 # %% [markdown]

@@ -90,3 +90,23 @@ def test_the_paper_run_rows_state_1b_as_the_paper_does_beside_the_paired_reading
     assert one_b["p"] == pytest.approx(tests.query("size == '1B' and baseline == 'highway'")["paired_p"].iloc[0])
     assert made[CLAIMS["review-no-gain-paper"].label]["verdict"] == "inconclusive"  # 3 seeds cannot show < 0.009
     assert made[CLAIMS["review-standard-better-60m"].label]["paper_effect"] == 0.009
+
+
+def test_the_looped_transfer_row_holds_only_if_the_supplementary_extension_agrees():
+    from rrlib.claims import looped
+
+    def estimate(runs, p_equivalent, slope=0.02):
+        return {"variant": "scaled", "estimator": "parabola", "seeds": 8, "slope": slope, "ci_low": slope - 0.05,
+                "ci_high": slope + 0.05, "p": 0.5, "p_equivalent": p_equivalent, "mde": 0.07, "verdict": "v",
+                "runs": runs}
+    claim = CLAIMS["looped-transfer"]
+    agreeing = pd.DataFrame([estimate("all runs", 0.01), estimate("all runs", 0.02),
+                             estimate("edge cells extended", 0.03)])
+    assert looped.transfer_row(claim, agreeing, "s", "e")["verdict"] == "supported"
+    split = pd.DataFrame([estimate("all runs", 0.01), estimate("all runs", 0.02),
+                          estimate("edge cells extended", 0.3)])
+    row = looped.transfer_row(claim, split, "s", "e")
+    assert row["verdict"] == "inconclusive" and row["margin"] == claim.margin_value
+    assert looped.trainability_row(CLAIMS["looped-trainability"],
+                                   pd.DataFrame({"loops": [1], "gap": [0.0], "ci_low": [np.nan], "ci_high": [np.nan],
+                                                 "p": [np.nan], "seeds": [8]}), "s", "e") is None
