@@ -158,9 +158,11 @@ power_tests = power_study.pooled(power_designs.values())
 # %% [markdown]
 # ## The ledger
 #
-# One row per claim: its verdict, the effect signed so that positive is what the claim says, a 95 % interval, the
-# test and the page, table or figure it rests on (the full text of each test in the CSV beneath the table). The
-# rows are built below, claim by claim; the page's last cell writes them here.
+# One line per claim: its verdict, the effect signed so that positive is what the claim says with its 95 % interval,
+# and whether the design could have seen the paper's effect. Under each line, the paper's words and where they
+# stand, the test, p with Benjamini–Hochberg q, when the claim was registered, and the evidence (all of it in
+# `tables/07_claims.csv`). The rows are built below, claim by claim; the page's last cell writes them here, and the
+# forest plot of every tested row follows at the end.
 
 # %%
 ledger_shown = display(HTML("<p>The ledger appears here when the page's last cell has run.</p>"), display_id=True)

@@ -10,6 +10,7 @@ import pandas as pd
 from rrlib.report import ledger, stats
 
 TESTED = ("supported", "contradicted", "inconclusive")
+LEFT = "text-align:left;vertical-align:top;"  # the pages' tables right-align their cells; a ledger line reads from the left
 
 
 def attach(rows: pd.DataFrame, claims) -> pd.DataFrame:
@@ -68,12 +69,12 @@ def ledger_html(df: pd.DataFrame) -> str:
             ("Kind, scope:", html.escape(f"{r['kind']}; {r['scope']}")),
             ("Registered:", html.escape(f"{r['registered']} ({r['status']})")),
             ("Evidence:", _links(r["evidence"]) or "–")))
-        lines.append(
-            f"<tr><td><b>{html.escape(r['paper'])}</b>: {html.escape(r['claim'])}<details><summary>the paper's "
-            f"words, the test, the evidence</summary>{details}</details></td><td><b>{html.escape(word)}</b>"
-            + (f"<br>{html.escape(r['verdict'].partition(': ')[2])}" if ": " in r["verdict"] else "")
-            + f"</td><td>{_effect(r)}</td><td>{html.escape(ledger.could_see(r))}</td></tr>")
-    head = ("<tr><th style='width:44%'>claim</th><th style='width:18%'>verdict</th><th style='width:14%'>effect "
-            "[95 %]</th><th style='width:24%'>could the design see the paper's effect? (80 % power)</th></tr>")
+        cells = (f"<b>{html.escape(r['paper'])}</b>: {html.escape(r['claim'])}<details><summary>the paper's words, "
+                 f"the test, the evidence</summary>{details}</details>", f"<b>{html.escape(word)}</b>", _effect(r),
+                 html.escape(ledger.could_see(r)))  # an untested or out-of-reach row's reason is in the last cell
+        lines.append("<tr>" + "".join(f"<td style='{LEFT}'>{c}</td>" for c in cells) + "</tr>")
+    head = "<tr>" + "".join(f"<th style='{LEFT}width:{w}'>{name}</th>" for name, w in (
+        ("claim", "46%"), ("verdict", "12%"), ("effect [95 %]", "16%"),
+        ("could the design see the paper's effect? (80 % power)", "26%"))) + "</tr>"
     return ("<table class='rrlib-ledger' style='table-layout:fixed;width:100%;max-width:1200px;"
             "overflow-wrap:anywhere;text-align:left'>" + head + "".join(lines) + "</table>")
