@@ -69,6 +69,7 @@ import pandas as pd
 import torch
 
 from rrlib.claims import page as claim_page
+from rrlib.claims import family as family_rows
 from rrlib.claims import looped, mechanisms, records, review
 from rrlib.claims import rows as claim_rows
 from rrlib.model import GPT, count_params
@@ -116,12 +117,6 @@ def unfinished(what, n, design=None):
     return ledger.untested(f"{what} runs not finished ({n} of {len(design or seeds)} seeds)")
 
 
-def two_rules(table, variant, baselines):
-    """baseline − variant per baseline, paired by seed, Holm over the baselines: the compare engine's one method
-    (rrlib.report.verdict.compare_pairs, which ``python -m rrlib compare`` runs too)."""
-    return verdict.compare_pairs(table, [variant], list(baselines), alpha=alpha).set_index("baseline")
-
-
 rows = []
 CLAIMS = records.by_id()  # the registered claims (rrlib/claims/records.yaml): each row is looked up by its id
 
@@ -147,7 +142,6 @@ def pending(cid, evidence=""):
 # the FLOP rate this harness's committed CPU runs reached (the family's), which prices an out-of-reach claim
 committed_family = results_table(out_root, family_size)
 cpu_rate = committed_family["train_flops"].sum() / (committed_family["minutes"].sum() * 60)
-DELTA_GAIN = stated("delta-beats-per-sublayer")  # nats: the Delta paper's smallest gain, 1.7 % lower perplexity
 paper_tests, ours_tests = page_table("04_paper_tests"), page_table("04_ours_tests")
 # page 04's powered designs at two widths, each once all its runs have finished: one family for the claim they
 # share, Holm over all their comparisons (page 04 shows each design's own)
@@ -300,7 +294,7 @@ have = set(halves_runs["variant"])
 halves_seeds = (min(halves_runs[halves_runs["variant"] == v]["seed"].nunique() for v in ("review", "review_state_only"))
                 if {"review", "review_state_only"} <= have else 0)
 if halves_seeds == len(seeds):
-    halves = two_rules(halves_runs, "review", sorted(set(halves_runs["variant"]) - {"review"}))
+    halves = family_rows.paired(halves_runs, "review", sorted(set(halves_runs["variant"]) - {"review"}), alpha)
     display(tables.reader_table(halves, "07_gate_halves", figures_dir,
                                 columns=["mean_baseline", "gap", "ci_low", "ci_high", "p", "p_holm", "detectable",
                                          "seeds"],
@@ -556,36 +550,13 @@ def growth_row(cid, variant, reading):
 summary = page_table(f"05_{family_size}_summary")
 
 
-def against_standard(variant):
-    """standard − variant's paired interval from the family's runs (page 05's table gives the Holm p)."""
-    if not len(family_runs) or not {variant, "standard"} <= set(family_runs["variant"]):
-        return np.nan, np.nan
-    test = two_rules(family_runs, variant, ["standard"]).loc["standard"]
-    return test["ci_low"], test["ci_high"]
-
-
-
-def family_gain_row(paper, claim, variant):
-    """A claim that ``variant`` beats the standard residual: standard − variant at the family page's size from its
-    table (Holm over the family), the interval from its runs, and the same gap at the wider size beside it."""
+def family_gain_row(cid, variant):
+    """A claim that ``variant`` beats the standard residual at the family page's size (rrlib.claims.family)."""
     if summary is None:
-        return ledger.row(paper, claim, "", missing(f"05_{family_size}_summary"), "")
-    if variant not in set(summary["variant"]):
-        return ledger.row(paper, claim, "", ledger.untested(f"no {family_size} runs of {variant}"), "")
-    r = summary.set_index("variant").loc[variant]
-    wide = page_table(f"05_{wide_size}_summary")
-    also = ""
-    if wide is not None and variant in set(wide["variant"]):
-        w = wide.set_index("variant").loc[variant]
-        also = f"; at {wide_size} {w['gap vs standard']:+.4f}, Holm p {w['p (Holm)']:.2g}"
-    return ledger.row(
-        paper, claim,
-        f"standard − {variant} at {family_size}, fixed_loss, Holm over the family: Holm p {r['p (Holm)']:.2g}"
-        + also,
-        ledger.judge("directional", r["gap vs standard"], r["p (Holm)"], alpha=alpha),
-        link("05_related_methods", f"05_{family_size}_summary"), r["gap vs standard"], *against_standard(variant),
-        r["p (Holm)"], f"Holm over the family's {len(summary) - 1} comparisons with standard (page 05)",
-        detectable=r["detectable gap"])
+        return ledger.row(*claim(cid), "", missing(f"05_{family_size}_summary"), "")
+    return family_rows.gain_over_standard(CLAIMS[cid], variant, summary, family_runs, family_size,
+                                     link("05_related_methods", f"05_{family_size}_summary"),
+                                     page_table(f"05_{wide_size}_summary"), wide_size, alpha)
 
 
 rows += [growth_row("attnres-growth", "attnres", "endpoint"), growth_row("attnres-growth-fit", "attnres", "fit"),
@@ -594,19 +565,8 @@ if summary is None:
     rows.append(ledger.row(*claim("attnres-block-keeps-gain"), "",
                            missing(f"05_{family_size}_summary"), ""))
 else:
-    by = summary.set_index("variant")
-    full, block = by.loc["attnres"], by.loc["attnres_block"]
-    speed = (f"; speed vs standard (bench) {full['tokens/s vs standard']:.2f} full, {block['tokens/s vs standard']:.2f} "
-             "block" if np.isfinite(full["tokens/s vs standard"]) else "")
-    rows.append(ledger.row(
-        *claim("attnres-block-keeps-gain"),
-        f"AttnRes's own gain over standard at {family_size} (standard − attnres, Holm over the family): "
-        f"{full['gap vs standard']:+.4f}, Holm p {full['p (Holm)']:.2g}; "
-        f"Block's {block['gap vs standard']:+.4f}" + speed,
-        ledger.judge("directional", full["gap vs standard"], full["p (Holm)"], alpha=alpha),
-        link("05_related_methods", f"05_{family_size}_summary"), full["gap vs standard"], *against_standard("attnres"),
-        full["p (Holm)"], f"Holm over the family's {len(summary) - 1} comparisons with standard (page 05)",
-        detectable=full["detectable gap"]))
+    rows.append(family_rows.block_keeps_gain(CLAIMS["attnres-block-keeps-gain"], summary, family_runs, family_size,
+                                        link("05_related_methods", f"05_{family_size}_summary"), alpha))
 rows += [beyond_reach("attnres-compute"), beyond_reach("attnres-latency")]
 
 # %% [markdown]
@@ -686,21 +646,12 @@ for cid, (base, delta) in pairs.items():
     if tests is not None:  # the design sized for the paper's smallest gain reads alone (page 05 says why)
         where, evidence = f"{tests['size'].iloc[0]}, the powered design", link("05_related_methods", "05_power_tests")
     elif len(family_runs) and {base, delta, "standard"} <= set(family_runs["variant"]):
-        tests = two_rules(family_runs, delta, [base, "standard"])
+        tests = family_rows.paired(family_runs, delta, [base, "standard"], alpha)
         where, evidence = family_size, link("05_related_methods", f"05_{family_size}_summary")
     else:
         rows.append(ledger.row(*claim(cid), "", ledger.untested(f"no {family_size} runs of {delta}"), ""))
         continue
-    effect, low, high, p = ledger.intersection(tests["gap"].to_numpy(), tests["ci_low"].to_numpy(),
-                                               tests["ci_high"].to_numpy(), tests["p"].to_numpy())
-    binding = tests.iloc[ledger.binding(tests["p"])]
-    rows.append(ledger.row(
-        *claim(cid),
-        f"{where}, fixed_loss, paired over {int(tests['seeds'].min())} seeds: " + "; ".join(
-            f"{b} − {delta} {r.gap:+.4f} (p {r.p:.2g})" for b, r in tests.iterrows())
-        + "; the comparison with the larger p",
-        ledger.judge("directional", effect, p, alpha=alpha), evidence,
-        effect, low, high, p, ledger.NO_CORRECTION, DELTA_GAIN, binding["detectable"]))
+    rows.append(family_rows.beats_all(CLAIMS[cid], tests, delta, where, evidence, alpha))
 rows.append(beyond_reach("delta-at-scale"))
 
 # %% [markdown]
@@ -778,21 +729,9 @@ if len(arm_tests) == 2 and n_done == len(convert_seeds):
                                         "gap": "continued − converted", "ci_low": "95 % low", "ci_high": "95 % high",
                                         "p": "paired p", "p_holm": "Holm p", "p_equivalent": f"TOST p (±{margin})",
                                         "detectable": "detectable (80 %)"}))
-    default = next(iter(arm_tests))  # the paper's own recipe decides; the gated form is shown beside it
-    t = arm_tests[default]
-    opened = (f"; the identity gates opened to a mean |g| of {conversions['gate_abs_mean_trained'].mean():.3g}"
-              if len(conversions) else "")
-    rows.append(ledger.row(
-        *claim("delta-conversion"),
-        f"continued standard − converted delta_attnres_block, fixed_loss after {convert_size}'s steps again, "
-        f"{n_done} seeds paired: " + "; ".join(
-            f"{name} {r['gap']:+.4f} (p {r['p']:.2g}, TOST p ±{margin} {r['p_equivalent']:.2g})"
-            for name, r in arm_tests.items()) + f"; the row's numbers are the paper's default recipe ({default})"
-        + opened,
-        ledger.judge("directional", t["gap"], t["p"], alpha=alpha), link("07_claims", "07_conversion_arms",
-                                                                         "07_conversion"),
-        t["gap"], t["ci_low"], t["ci_high"], t["p"], "none: one comparison (the paper's default recipe)",
-        detectable=t["detectable"]))
+    # the paper's own recipe (the first arm) decides; the gated form is shown beside it
+    rows.append(family_rows.conversion(CLAIMS["delta-conversion"], arm_tests, convert_size, conversions, margin,
+                                  link("07_claims", "07_conversion_arms", "07_conversion"), alpha))
 else:
     rows.append(ledger.row(*claim("delta-conversion"), "", unfinished("the conversion", n_done, convert_seeds), ""))
 
@@ -815,13 +754,11 @@ rows.append(beyond_reach("mgr-communication"))
 mgr_power = powered("mgr")
 if mgr_power is not None:  # the powered design, sized for 0.017 nats, reads alone (page 05)
     t = mgr_power.loc["standard"]
-    rows.append(ledger.row(
-        *claim("mgr-gain"),
-        f"standard − mgr at {t['size']}, the powered design, fixed_loss, paired over {int(t['seeds'])} seeds",
-        ledger.judge("directional", t["gap"], t["p"], alpha=alpha), link("05_related_methods", "05_power_tests"),
-        t["gap"], t["ci_low"], t["ci_high"], t["p"], "none: one comparison", detectable=t["detectable"]))
+    rows.append(family_rows.one_comparison(
+        CLAIMS["mgr-gain"], t, f"standard − mgr at {t['size']}, the powered design, fixed_loss, paired over "
+        f"{int(t['seeds'])} seeds", link("05_related_methods", "05_power_tests"), alpha))
 else:
-    rows.append(family_gain_row(*claim("mgr-gain"), "mgr"))
+    rows.append(family_gain_row("mgr-gain", "mgr"))
 rows.append(beyond_reach("mgr-large-scale"))
 
 # %%
@@ -856,17 +793,14 @@ rows += [pending("looped-depends-on-l"), pending("looped-stream-norm")]
 
 # %%
 rows.append(pending("highway-hundreds-of-layers"))
-rows.append(family_gain_row(*claim("rezero-converges-faster"), "rezero"))
+rows.append(family_gain_row("rezero-converges-faster", "rezero"))
 rows += [pending("rezero-converges-faster-as-run"), pending("rezero-120-layers"), pending("layerscale-deeper")]
-rows.append(family_gain_row(*claim("hc-gain"), "hc"))
+rows.append(family_gain_row("hc-gain", "hc"))
 if len(family_runs) and {"hc", "mhc"} <= set(family_runs["variant"]):
-    over_hc = two_rules(family_runs, "mhc", ["hc"]).loc["hc"]
-    rows.append(ledger.row(
-        *claim("mhc-over-hc"),
-        f"hc − mhc at {family_size}, fixed_loss, paired over {int(over_hc['seeds'])} seeds",
-        ledger.judge("directional", over_hc["gap"], over_hc["p"], alpha=alpha),
-        link("05_related_methods", f"05_{family_size}_summary"), over_hc["gap"], over_hc["ci_low"],
-        over_hc["ci_high"], over_hc["p"], "none: one comparison", detectable=over_hc["detectable"]))
+    over_hc = family_rows.paired(family_runs, "mhc", ["hc"], alpha).loc["hc"]
+    rows.append(family_rows.one_comparison(
+        CLAIMS["mhc-over-hc"], over_hc, f"hc − mhc at {family_size}, fixed_loss, paired over "
+        f"{int(over_hc['seeds'])} seeds", link("05_related_methods", f"05_{family_size}_summary"), alpha))
 else:
     rows.append(ledger.row(*claim("mhc-over-hc"), "",
                            ledger.untested(f"no {family_size} runs of hc and mhc"), ""))

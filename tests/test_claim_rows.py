@@ -110,3 +110,20 @@ def test_the_looped_transfer_row_holds_only_if_the_supplementary_extension_agree
     assert looped.trainability_row(CLAIMS["looped-trainability"],
                                    pd.DataFrame({"loops": [1], "gap": [0.0], "ci_low": [np.nan], "ci_high": [np.nan],
                                                  "p": [np.nan], "seeds": [8]}), "s", "e") is None
+
+
+def test_beating_every_baseline_is_decided_by_the_largest_p_and_the_conversion_by_the_default_recipe():
+    from rrlib.claims import family
+
+    tests = pd.DataFrame({"gap": [0.02, 0.004], "ci_low": [0.01, -0.002], "ci_high": [0.03, 0.01],
+                          "p": [0.001, 0.2], "seeds": [8, 8], "detectable": [0.009, 0.011]},
+                         index=pd.Index(["standard", "attnres"], name="baseline"))
+    row = family.beats_all(CLAIMS["delta-beats-per-sublayer"], tests, "delta_attnres", "here", "e")
+    assert row["verdict"] == "inconclusive" and row["effect"] == 0.004 and row["detectable"] == 0.011
+    assert row["paper_effect"] == CLAIMS["delta-beats-per-sublayer"].stated_effect
+    arm = {"gap": -0.0044, "ci_low": -0.006, "ci_high": -0.0025, "p": 0.003, "p_equivalent": 0.9, "seeds": 5,
+           "detectable": 0.0026}
+    arms = {"without a gate (the code's default)": pd.Series(arm),
+            "with the identity gate": pd.Series({**arm, "gap": 0.002, "ci_low": 0.001, "ci_high": 0.003})}
+    made = family.conversion(CLAIMS["delta-conversion"], arms, "s", pd.DataFrame(), 0.02, "e")
+    assert made["verdict"] == "contradicted" and made["effect"] == -0.0044  # the gated form does not rescue it
