@@ -52,7 +52,8 @@ def growth_by_depth(depth_scales: pd.DataFrame, mechanisms: dict, depths, alpha:
             first = ledger.paired(ends, alpha) if len(shared) >= 2 else {}
             rows.append({"rule": rule, "depth": depth, "metric": metric, "standard's learned": std[shared].mean(),
                          "rule's learned": own[shared].mean(), **ledger.paired((std - own)[shared], alpha),
-                         **{f"endpoint_{k}": first.get(k, np.nan) for k in ("effect", "ci_low", "ci_high", "p", "mde")}})
+                         **{f"endpoint_{k}": first.get(k, np.nan)
+                            for k in ("effect", "ci_low", "ci_high", "p", "mde")}})
     return pd.DataFrame(rows)
 
 

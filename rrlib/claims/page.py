@@ -10,7 +10,8 @@ import pandas as pd
 from rrlib.report import ledger, stats
 
 TESTED = ("supported", "contradicted", "inconclusive")
-LEFT = "text-align:left;vertical-align:top;"  # the pages' tables right-align their cells; a ledger line reads from the left
+# the pages' tables right-align their cells; a ledger line reads from the left
+LEFT = "text-align:left;vertical-align:top;"
 
 
 def attach(rows: pd.DataFrame, claims) -> pd.DataFrame:

@@ -67,7 +67,8 @@ def paper_run_rows(claims: dict, paper_tests: pd.DataFrame, paper_results: pd.Da
         rows.append(_row(
             claims[cid],
             f"Review's paired gaps at {size} (the paper's runs, val_loss, paired by seed: " + ", ".join(
-                f"vs {b} {g:+.4f}, p {q:.2g}" for b, g, q in zip(both["baseline"], both["paired_gap"], both["paired_p"]))
+                f"vs {b} {g:+.4f}, p {q:.2g}"
+                for b, g, q in zip(both["baseline"], both["paired_gap"], both["paired_p"]))
             + f"); the comparison with the larger p (vs {binding['baseline']}). The paper's own test, Welch's t on the "
             "per-seed losses: " + ", ".join(f"vs {b} p {q:.2g}" for b, q in zip(both["baseline"], both["welch_p"])),
             ledger.judge("directional", effect, p, alpha=alpha), evidence, effect, low, high, p, ledger.NO_CORRECTION,

@@ -37,7 +37,8 @@ def abstract(tables: Path) -> list[str]:
     lines = ["The paper reports that Review residuals bring no gain at its smaller sizes, a significant gain at 590M "
              "and a larger one at 1B that it calls a strong trend rather than significant." + counts]
     for finding in (depth_finding(read("02_final_loss")), review_finding(read("04_paper_tests")),
-                    powered_finding([read(name) for name in POWERED_DESIGNS]), family_finding(read("05_family_summary")),
+                    powered_finding([read(name) for name in POWERED_DESIGNS]),
+                    family_finding(read("05_family_summary")),
                     looped_finding(claims, read(f"{looped_study.ledger_tables(tables)}_transfer"))):
         lines += [finding] if finding else []
     return lines
