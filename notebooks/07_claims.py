@@ -140,8 +140,10 @@ def pending(cid, evidence=""):
 
 
 # the FLOP rate this harness's committed CPU runs reached (the family's), which prices an out-of-reach claim
-committed_family = results_table(out_root, family_size)
-cpu_rate = committed_family["train_flops"].sum() / (committed_family["minutes"].sum() * 60)
+committed_family = (results_table(out_root, family_size) if (project_path(out_root) / family_size).exists()
+                    else pd.DataFrame())
+cpu_rate = (committed_family["train_flops"].sum() / (committed_family["minutes"].sum() * 60) if len(committed_family)
+            else np.nan)
 paper_tests, ours_tests = page_table("04_paper_tests"), page_table("04_ours_tests")
 # page 04's powered designs at two widths, each once all its runs have finished: one family for the claim they
 # share, Holm over all their comparisons (page 04 shows each design's own)

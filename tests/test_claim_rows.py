@@ -127,3 +127,8 @@ def test_beating_every_baseline_is_decided_by_the_largest_p_and_the_conversion_b
             "with the identity gate": pd.Series({**arm, "gap": 0.002, "ci_low": 0.001, "ci_high": 0.003})}
     made = family.conversion(CLAIMS["delta-conversion"], arms, "s", pd.DataFrame(), 0.02, "e")
     assert made["verdict"] == "contradicted" and made["effect"] == -0.0044  # the gated form does not rescue it
+
+
+def test_an_out_of_reach_row_without_a_measured_rate_says_so():
+    assert rows.beyond_reach(CLAIMS["mgr-large-scale"], float("nan"))["verdict"] == (
+        "out of reach: needs 2 runs of the 1b recipe (no CPU runs here to price them by)")

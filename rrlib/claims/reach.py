@@ -41,5 +41,7 @@ def reason(needs: dict, flops_per_second: float, budget: float = BUDGET_CPU_HOUR
         return f"needs {needs['hardware']}"
     hours = cpu_hours(needs, flops_per_second)
     runs = needs.get("variants", 1) * needs.get("seeds", 1) * needs.get("budgets", 1)
+    if not math.isfinite(hours):
+        return f"needs {runs} runs of the {needs['preset']} recipe (no CPU runs here to price them by)"
     return (f"needs {runs} runs of the {needs['preset']} recipe: {hours:,.0f} CPU-hours at this harness's measured "
             f"rate (at least), above the {budget:g}-hour budget")
