@@ -174,12 +174,16 @@ def test_the_verdict_rule_on_constructed_cases():
     assert judge("directional", 0.02, 0.2) == judge("directional", 0.02, np.nan) == "inconclusive"
     assert judge("directional", 0.001, 0.6, p_margin=0.01) == "contradicted"
     assert judge("directional", 0.001, 0.6, p_margin=0.3) == "inconclusive"
-    # null ("no gain"): a significant gain contradicts; a significant loss does not; support needs the margin test
-    assert judge("null", 0.03, 0.001) == "contradicted"
+    # null ("no gain"): judged at its margin; a significant gain inside the margin does not contradict it
+    assert judge("null", 0.003, 0.001, p_margin=0.01, p_beyond=0.99) == "supported"
+    assert judge("null", 0.003, 0.001, p_margin=0.2, p_beyond=0.8) == "inconclusive"
+    assert judge("null", 0.03, 0.001, p_margin=0.999, p_beyond=0.001) == "contradicted"
     assert judge("null", -0.03, 0.001, p_margin=0.001) == "supported"
     assert judge("null", 0.001, 0.5, p_margin=0.2) == judge("null", 0.001, 0.5) == "inconclusive"
-    # equivalence: significant either way contradicts; the TOST supports
-    assert judge("equivalence", -0.5, 0.01, 0.001) == "contradicted"
+    # equivalence: the TOST is looked at first; only an effect shown beyond the margin contradicts
+    assert judge("equivalence", 0.05, 0.001, p_margin=0.01, p_beyond=0.99) == "supported"
+    assert judge("equivalence", -0.5, 0.01, 0.6, p_beyond=0.001) == "contradicted"
+    assert judge("equivalence", -0.5, 0.01, 0.6) == "inconclusive"
     assert judge("equivalence", 0.01, 0.8, 0.01) == "supported"
     assert judge("equivalence", 0.01, 0.8, 0.2) == "inconclusive"
     assert judge("measured", holds=True) == "supported" and judge("measured", holds=False) == "contradicted"
@@ -195,6 +199,33 @@ def test_below_margin_p_is_the_one_sided_t_test_read_off_the_interval():
     expected = stats_t.cdf((d.mean() - 0.01) / (d.std(ddof=1) / np.sqrt(len(d))), len(d) - 1)
     assert ledger.below_margin_p(t["effect"], t["ci_low"], t["ci_high"], len(d), 0.01) == pytest.approx(expected)
     assert np.isnan(ledger.below_margin_p(0.0, np.nan, 0.1, 5, 0.01))
+
+
+def test_an_effect_inside_the_margin_never_contradicts_a_no_gain_claim():
+    """A constructed case: a gain of 0.004 ± 0.001 over 20 seeds is significant (p far below 0.05) but lies inside
+    a margin of 0.009, so the claim of no gain as large as 0.009 is supported, not contradicted."""
+    d = np.random.default_rng(0).normal(0.004, 0.002, 20)
+    t = ledger.paired(d)
+    assert t["p"] < 1e-4
+    below = ledger.below_margin_p(t["effect"], t["ci_low"], t["ci_high"], 20, 0.009)
+    beyond = ledger.beyond_margin_p(t["effect"], t["ci_low"], t["ci_high"], 20, 0.009)
+    assert below == pytest.approx(1 - beyond) and below < 0.05
+    assert ledger.judge("null", t["effect"], t["p"], below, p_beyond=beyond) == "supported"
+    # the same spread around a gain of 0.02: shown beyond the margin, the claim is contradicted
+    far = ledger.paired(d + 0.016)
+    assert ledger.judge("null", far["effect"], far["p"],
+                        ledger.below_margin_p(far["effect"], far["ci_low"], far["ci_high"], 20, 0.009),
+                        p_beyond=ledger.beyond_margin_p(far["effect"], far["ci_low"], far["ci_high"], 20,
+                                                        0.009)) == "contradicted"
+
+
+def test_beyond_margin_on_both_sides_reads_the_side_the_estimate_lies():
+    upper = ledger.beyond_margin_p(0.3, 0.2, 0.4, 8, 1 / 6, sides="both")
+    lower = ledger.beyond_margin_p(-0.3, -0.4, -0.2, 8, 1 / 6, sides="both")
+    assert upper == pytest.approx(lower) and upper < 0.05
+    assert ledger.beyond_margin_p(0.0, -0.1, 0.1, 8, 1 / 6, sides="both") > 0.5
+    with pytest.raises(ValueError, match="none of upper, both"):
+        ledger.beyond_margin_p(0.0, -0.1, 0.1, 8, 0.1, sides="two")
 
 
 def test_a_rows_interval_and_p_come_from_one_comparison():
@@ -243,10 +274,10 @@ def test_the_abstract_states_each_finding_from_the_tables_and_leaves_out_missing
     claims.to_csv(tmp_path / "07_claims.csv", index=False)
     lines = index.abstract(tmp_path)
     assert len(lines) == 3
-    assert "ledger tests 1 claims of Review Residuals and 0 related papers: 0 supported" in lines[0]
-    assert lines[1] == ("The family (3 methods in one harness, 3 seeds, parameter-matched): after Holm's correction no "
-                        "method beats the standard residual, and rezero (-0.200 nats, Holm p 0.01) is worse; the "
-                        "design detects gaps of 0.030–0.050 nats.")
+    assert "This report tests 1 registered claims of it and 0 related papers: 0 supported" in lines[0]
+    assert "a larger one at 1B that it calls a strong trend rather than significant" in lines[0]
+    assert lines[1] == ("In the family (3 methods, 3 seeds) no method beats the standard residual after Holm; rezero "
+                        "is worse.")
     assert "still running; no verdict yet" in lines[2]
 
 
@@ -259,10 +290,8 @@ def test_the_abstract_gives_each_powered_design_in_the_compare_engines_words():
                            "detectable": [0.0085], "verdict": ["equivalent"]})
     assert index.powered_finding([None, None]) is None
     assert index.powered_finding([micro, None, family]) == (
-        "Powered designs (seed counts fixed from pilots before their runs, for the papers' effects): at micro "
-        "(37 seeds, detecting 0.009–0.012 nats) review is better than highway (+0.0245 nats, Holm p 1.3e-06), review "
-        "against standard is inconclusive (+0.0010 nats, Holm p 0.4); at family_power (47 seeds, detecting 0.009 "
-        "nats) mgr is equivalent to standard within ±0.01 nats (TOST Holm p 0.021).")
+        "Powered CPU designs: at micro review is better than highway (+0.0245 nats), review against standard is "
+        "inconclusive; at family_power mgr is equivalent to standard within ±0.01 nats.")
 
 
 def test_the_abstracts_looped_verdict_is_the_ledgers_not_the_studys(tmp_path):
@@ -275,7 +304,7 @@ def test_the_abstracts_looped_verdict_is_the_ledgers_not_the_studys(tmp_path):
     ledger.ledger([ledger.row("Looped transformers", index.LOOPED_CLAIM, "t", "inconclusive", "", 0.001, -0.27,
                               0.28)]).to_csv(tmp_path / "07_claims.csv", index=False)
     found = index.abstract(tmp_path)[-1]
-    assert '"inconclusive" in the claims ledger' in found and "transfers" not in found
+    assert 'is "inconclusive"' in found and "transfers" not in found
     assert "+0.00 [-0.27, +0.28], 5 seeds, TOST p 0.088" in found
 
 
@@ -291,7 +320,7 @@ def test_the_abstracts_looped_finding_reads_the_powered_design_once_page_05_has_
                               0.03)]).to_csv(tmp_path / "07_claims.csv", index=False)
     assert "5 seeds" not in index.abstract(tmp_path)[-1]  # the ledger's slope is not the 200-step study's
     transfer(7, -0.13, 0.3).to_csv(tmp_path / "05_looped_power_transfer.csv", index=False)
-    assert "-0.13 [-0.29, +0.03], 7 seeds, TOST p 0.3 for a slope" in index.abstract(tmp_path)[-1]
+    assert "-0.13 [-0.29, +0.03], 7 seeds, TOST p 0.3)" in index.abstract(tmp_path)[-1]
 
 
 # a measured number: with a decimal point (counts are integers), in full where it has an exponent (a small p)
@@ -312,7 +341,8 @@ def table_cells(tables: Path) -> set[str]:
 def test_every_number_in_the_abstract_is_a_cell_of_a_committed_table():
     tables = Path(__file__).resolve().parents[1] / "paper" / "tables"
     numbers = NUMBER.findall(" ".join(index.abstract(tables)))
-    assert len(numbers) > 20  # the abstract states its findings with their numbers
+    assert len(numbers) > 10  # the abstract states its findings with their numbers
+    assert sum(len(line.split()) for line in index.abstract(tables)) <= 240  # about 200 words: the tables hold the rest
     stray = [n for n in numbers if n not in table_cells(tables) | {f"{index.LAG_NATS:g}"}]
     assert stray == [], f"numbers in the index abstract that no committed table holds: {stray}"
 

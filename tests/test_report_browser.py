@@ -107,3 +107,35 @@ def test_index_links_resolve(quick_report):
     assert targets
     for target in targets:
         assert (paper / target).is_file(), f"index.html links a missing {target}"
+
+
+WIDTH_PROBE = """<script>
+window.addEventListener("load", () => setTimeout(() => {
+  const cells = Array.from(document.querySelectorAll("table.rrlib-ledger th, table.rrlib-ledger td"));
+  const out = document.createElement("pre");
+  out.id = "rrlib-probe";
+  out.textContent = JSON.stringify({cells: cells.length, window: window.innerWidth,
+    rightmost: Math.max(0, ...cells.map(c => c.getBoundingClientRect().right)),
+    scroll: document.documentElement.scrollWidth});
+  document.body.appendChild(out);
+}, 500));
+</script>"""
+
+
+@pytest.mark.parametrize("name", ["07_claims.reader.html", "07_claims.html"])
+def test_the_claims_ledger_fits_a_1300_pixel_window(name, tmp_path):
+    """The committed page 07 in a 1,300-pixel window: no cell of the ledger ends past the window's right edge, and
+    the screenshot Chromium takes at that size is that wide (what a reader at that width sees)."""
+    page = Path(__file__).resolve().parents[1] / "paper" / name
+    probe = tmp_path / name  # a copy: the committed page is never written; its figures do not set the table's width
+    probe.write_text(page.read_text(encoding="utf-8").replace("<head>", "<head>" + WIDTH_PROBE, 1), encoding="utf-8")
+    flags = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--hide-scrollbars",
+             "--proxy-server=127.0.0.1:9", "--proxy-bypass-list=<-loopback>", f"--user-data-dir={tmp_path / 'p'}",
+             "--window-size=1300,2000", "--virtual-time-budget=15000"]
+    dom = subprocess.run(flags + ["--dump-dom", probe.as_uri()], capture_output=True, text=True, timeout=180).stdout
+    shot = tmp_path / "ledger.png"
+    subprocess.run(flags + [f"--screenshot={shot}", probe.as_uri()], capture_output=True, timeout=180)
+    seen = json.loads(html.unescape(re.search(r'<pre id="rrlib-probe">(.*?)</pre>', dom, re.S).group(1)))
+    assert seen["window"] == 1300 and seen["cells"] >= 4 * 40, seen  # a header and a line per claim
+    assert seen["rightmost"] <= seen["window"], f"{name}: a ledger cell ends at {seen['rightmost']} px"
+    assert int.from_bytes(shot.read_bytes()[16:20], "big") == 1300  # the PNG's width, from its header

@@ -90,6 +90,16 @@ def test_holm_against_hand_computation():
     np.testing.assert_allclose(stats.holm([0.6, 0.7]), [1.0, 1.0])
 
 
+def test_benjamini_hochberg_against_hand_computation():
+    # sorted 0.005, 0.01, 0.03, 0.04 (m = 4): scaled 0.02, 0.02, 0.04, 0.04; running minimum from the top keeps them
+    np.testing.assert_allclose(stats.benjamini_hochberg([0.01, 0.04, 0.03, 0.005]), [0.02, 0.04, 0.04, 0.02])
+    # 0.01, 0.02, 0.5 (m = 3): 0.03, 0.03, 0.5 — the second's 0.03 is its own, the first takes the minimum above it
+    np.testing.assert_allclose(stats.benjamini_hochberg([0.02, 0.5, 0.01]), [0.03, 0.5, 0.03])
+    np.testing.assert_allclose(stats.benjamini_hochberg([0.5, np.nan, 0.4]), [0.5, np.nan, 0.5])
+    p = np.random.default_rng(1).uniform(0, 0.2, 12)
+    assert (stats.benjamini_hochberg(p) <= stats.holm(p) + 1e-15).all()
+
+
 def test_holm_covers_the_whole_family(paper_table):
     table = paper_table
     assert len(table) == 10

@@ -11,19 +11,22 @@ correction (``correction``: which comparisons Holm spans, or none for a claim th
                                        rejects (a gain as large as the paper's is ruled out)
                         inconclusive   neither: the row states the smallest effect its design detects beside the
                                        paper's, so a reader sees whether it could have seen it
-    null claim          contradicted   the effect is positive and significant (a gain where none is claimed)
-    ("no gain")         supported      the one-sided test that the effect is below ``margin`` rejects: any gain is
-                                       smaller than the margin, which is tied to the paper's own effect
+    null claim          supported      the one-sided test that the effect is below ``margin`` rejects: any gain is
+    ("no gain")                        smaller than the margin, which is tied to the paper's own effect
+                        contradicted   the one-sided test that the effect is above ``margin`` rejects: a gain as large
+                                       as the margin is shown (a significant gain inside the margin is no gain in
+                                       the claim's sense, so it never contradicts)
                         inconclusive   neither
-    equivalence claim   contradicted   the effect is significant, of either sign
-    ("does not depend   supported      the TOST at ±``margin`` rejects: the effect lies within the margin
-    on N")              inconclusive   neither
+    equivalence claim   supported      the TOST at ±``margin`` rejects: the effect lies within the margin (looked at
+    ("does not depend                  first)
+    on N")              contradicted   the effect is shown beyond the margin (``beyond_margin_p``, either side)
+                        inconclusive   neither
     measured claim      supported /    a quantity against the value the paper states, with the tolerance written
     ("about 7 %")       contradicted   in the row (``holds``)
     any claim           out of reach   what it needs (a size beyond a CPU, model-parallel training, a measurement
                                        the study does not make), with no numbers
-                        untested       only while the page's own inputs are missing (a table not built, runs not
-                                       finished): never in the committed report
+                        untested       while the page's own inputs are missing (a table not built, runs not
+                                       finished), or for a claim registered before its design has run
 
 A claim about several comparisons that must all hold ("over both baselines", "at every N") is an intersection-union
 test: its p is the largest of the parts' unadjusted p-values, which needs no further correction, and its effect and
@@ -48,25 +51,25 @@ NO_CORRECTION = "none: every part must hold (the largest p)"
 
 
 def judge(kind: str, effect: float = np.nan, p: float = np.nan, p_margin: float = np.nan,
-          holds: bool | None = None, alpha: float = 0.05) -> str:
+          holds: bool | None = None, alpha: float = 0.05, p_beyond: float = np.nan) -> str:
     """The verdict of one claim by the rule in the module docstring: ``p`` after the row's correction, ``p_margin``
     the p of its margin test (``below_margin_p`` at the null claim's margin, or at the paper's own effect for a
-    directional claim on the paper's regime; the TOST p for an equivalence claim)."""
+    directional claim on the paper's regime; the TOST p for an equivalence claim), ``p_beyond`` the p that the
+    effect lies beyond the margin (``beyond_margin_p``: a null or equivalence claim is contradicted by nothing else)."""
     if kind not in KINDS:
         raise ValueError(f"claim kind {kind!r} is none of {', '.join(KINDS)}")
-    significant = np.isfinite(p) and p < alpha
     if kind == "measured":
         if holds is None:
             raise ValueError("a measured claim needs holds=True or False")
         return "supported" if holds else "contradicted"
     if kind == "directional":
-        if significant:
+        if np.isfinite(p) and p < alpha:
             return "supported" if effect > 0 else "contradicted"
         return "contradicted" if np.isfinite(p_margin) and p_margin < alpha else "inconclusive"
-    if significant and (effect > 0 or kind == "equivalence"):
-        return "contradicted"
     if np.isfinite(p_margin) and p_margin < alpha:
         return "supported"
+    if np.isfinite(p_beyond) and p_beyond < alpha:
+        return "contradicted"
     return "inconclusive"
 
 
@@ -77,6 +80,19 @@ def below_margin_p(effect: float, ci_low: float, ci_high: float, n: int, margin:
         return np.nan
     se = (ci_high - ci_low) / (2 * sps.t.ppf(1 - alpha / 2, n - 1))
     return float(sps.t.cdf((effect - margin) / se, n - 1))
+
+
+def beyond_margin_p(effect: float, ci_low: float, ci_high: float, n: int, margin: float, sides: str = "upper",
+                    alpha: float = 0.05) -> float:
+    """One-sided p that the true effect lies beyond ``margin``: above it (``sides`` upper, a "no gain" claim), or
+    beyond ±margin on the side the estimate lies (both, an equivalence claim). The complement of the one-sided
+    test ``below_margin_p`` on the same interval."""
+    if sides not in ("upper", "both"):
+        raise ValueError(f"sides {sides!r} is none of upper, both")
+    if sides == "both" and effect < 0:
+        effect, ci_low, ci_high = -effect, -ci_high, -ci_low
+    below = below_margin_p(effect, ci_low, ci_high, n, margin, alpha)
+    return 1 - below if np.isfinite(below) else np.nan
 
 
 def binding(ps) -> int:
@@ -167,6 +183,28 @@ def out_of_reach(needs: str) -> str:
 
 def ledger(rows: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def could_see(r) -> str:
+    """Whether the row's design could have answered its claim: its detectable gap (80 % power) beside the effect the
+    paper states, or beside the margin of a claim of no difference. ``r`` is a ledger row (a mapping)."""
+    kind, _, reason = r["verdict"].partition(": ")
+    seen, paper = r.get("detectable", float("nan")), r.get("paper_effect", float("nan"))
+    margin = r.get("margin", float("nan"))
+    if kind == "out of reach":
+        return f"no: {reason}"
+    if kind == "untested":
+        return f"not yet: {reason}"
+    against = f" vs the paper's {abs(paper):.3g}" if pd.notna(paper) else ""
+    if kind in ("supported", "contradicted"):  # a verdict reached is a question answered
+        return f"yes: answered (detects {seen:.3g}{against})" if pd.notna(seen) else "yes: a measurement"
+    if pd.isna(seen):
+        return "–"
+    if pd.isna(paper) and pd.notna(margin):  # a claim of no difference: could the design show equivalence?
+        return f"{'yes' if seen <= margin else 'no'}: detects {seen:.3g} vs the margin ±{margin:.3g}"
+    if pd.isna(paper):
+        return f"unclear: detects {seen:.3g}; the paper gives no effect size to set against it"
+    return f"{'yes' if seen <= abs(paper) else 'no'}: detects {seen:.3g}{against}"
 
 
 def verdict_kind(verdict: str) -> str:

@@ -188,3 +188,26 @@ def _rounded_tree(node):
     if isinstance(node, np.ndarray) and node.dtype.kind == "O":
         return np.array([_rounded_tree(value) for value in node.ravel().tolist()], dtype=object).reshape(node.shape)
     return rounded(node)
+
+
+def forest(df, title: str = ""):
+    """Each tested claim's effect with its 95 % interval (dot and bar) beside the effect its paper states (a cross),
+    one line a claim, on a symmetric-log axis: the rows' units differ (nats, log₂ units, slopes), so the axis is
+    for sign and rough size; the numbers are in the ledger. ``df`` has columns label, effect, ci_low, ci_high,
+    paper_effect."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 0.32 * len(df) + 1.2))
+    y = list(range(len(df)))[::-1]
+    has_ci = df["ci_low"].notna()
+    ax.errorbar(df["effect"], y, xerr=[(df["effect"] - df["ci_low"]).where(has_ci, 0),
+                                       (df["ci_high"] - df["effect"]).where(has_ci, 0)],
+                fmt="o", color="#1f4e79", ecolor="#1f4e79", capsize=2, label="effect here, 95 % interval")
+    ax.scatter(df["paper_effect"], y, marker="x", color="#b03a2e", zorder=3, label="the paper's stated effect")
+    ax.axvline(0, color="grey", linewidth=0.8)
+    ax.set_yticks(y, df["label"], fontsize=7)
+    ax.set_xscale("symlog", linthresh=0.01)
+    ax.set(xlabel="effect, signed so that positive is what the claim says (each row in its own units)", title=title)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    return fig

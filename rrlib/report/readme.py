@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from . import ledger
 from .tables import fmt_p as _p  # the pages' p-value format: two significant digits, – when missing
 
 BLOCK = re.compile(r"(<!-- rrlib:(?P<name>[a-z0-9_]+) -->\n)(?P<body>.*?)(<!-- /rrlib:(?P=name) -->)", re.S)
@@ -161,34 +162,21 @@ def claims(tables: Path) -> str:
         interval = "" if pd.isna(r["ci_low"]) else " " + _interval(r["ci_low"], r["ci_high"], 3)
         return _signed(r["effect"], 3) + interval
 
-    kinds: dict[str, int] = {}  # verdicts by kind (the words before a colon), in the ledger's order
-    for verdict in df["verdict"]:
+    later = df["status"] == "exploratory" if "status" in df else pd.Series(False, index=df.index)
+    kinds: dict[str, int] = {}  # the registered claims' verdicts by kind (the words before a colon), in order
+    for verdict in df.loc[~later, "verdict"]:
         kinds[verdict.split(":")[0]] = kinds.get(verdict.split(":")[0], 0) + 1
-    counts = f"{len(df)} claims: " + ", ".join(f"**{n} {kind}**" for kind, n in kinds.items()) + ".\n\n"
+    counts = (f"{(~later).sum()} registered claims: " + ", ".join(f"**{n} {kind}**" for kind, n in kinds.items())
+              + (f"; {later.sum()} exploratory readings beside the claims they follow" if later.any() else "")
+              + ".\n\n")
 
-    def power(r):  # whether the CPU could have answered: the design's detectable gap beside the paper's effect
-        kind, _, reason = r["verdict"].partition(": ")
-        seen, paper = r.get("detectable", float("nan")), r.get("paper_effect", float("nan"))
-        margin = r.get("margin", float("nan"))
-        if kind == "out of reach":
-            return f"no: needs {reason}"
-        if kind == "untested":
-            return f"not yet: {reason}"
-        against = f" vs the paper's {abs(paper):.3g}" if pd.notna(paper) else ""
-        if kind in ("supported", "contradicted"):  # a verdict reached is a question answered
-            return f"yes: answered (detects {seen:.3g}{against})" if pd.notna(seen) else "yes: a measurement"
-        if pd.isna(seen):
-            return "–"
-        if pd.isna(paper) and pd.notna(margin):  # a claim of no difference: could the design show equivalence?
-            return f"{'yes' if seen <= margin else 'no'}: detects {seen:.3g} vs the margin ±{margin:.3g}"
-        if pd.isna(paper):
-            return f"unclear: detects {seen:.3g}; the paper gives no effect size to set against it"
-        return f"{'yes' if seen <= abs(paper) else 'no'}: detects {seen:.3g}{against}"
+    def word(r, exploratory):
+        return f"**{r['verdict'].split(':')[0]}**" + (" (exploratory)" if exploratory else "")
 
     return counts + _markdown(["paper", "claim", "verdict", "effect [95 %]",
                                "could the CPU answer it? (detectable gap, 80 % power)"],
-                              [[r["paper"], r["claim"], f"**{r['verdict'].split(':')[0]}**", effect(r), power(r)]
-                               for _, r in df.iterrows()])
+                              [[r["paper"], r["claim"], word(r, x), effect(r), ledger.could_see(r)]
+                               for (_, r), x in zip(df.iterrows(), later)])
 
 
 def _looped(tables: Path, name: str) -> str:

@@ -98,6 +98,21 @@ def holm(pvalues) -> np.ndarray:
     return adjusted
 
 
+def benjamini_hochberg(pvalues) -> np.ndarray:
+    """Benjamini–Hochberg q-values (the false discovery rate at which each test would just be rejected), in the input
+    order; NaNs stay NaN, outside the family. Shown beside Holm's p, which controls the chance of any false claim
+    instead: q ≤ Holm's p always."""
+    p = np.asarray(pvalues, dtype=float)
+    q = np.full_like(p, np.nan)
+    run = np.flatnonzero(~np.isnan(p))
+    order = run[np.argsort(p[run], kind="stable")]
+    m = len(order)
+    # the k-th smallest p scaled by m / k; the running minimum from the largest down keeps q monotone in p
+    scaled = p[order] * m / np.arange(1, m + 1)
+    q[order] = np.minimum(1.0, np.minimum.accumulate(scaled[::-1])[::-1])
+    return q
+
+
 def compare(df, metric: str = "fixed_loss", reference: str = "review", alpha: float = 0.05,
             n_boot: int = 10000, seed: int = 0) -> pd.DataFrame:
     """One row per (size, baseline): means, SDs, gap, Welch and paired tests, effect sizes, CIs, Holm.

@@ -1,0 +1,57 @@
+"""Where the records' words can be checked: the papers' texts, when a copy is at hand.
+
+The project runs without them. A copy is looked for in ``$RRLIB_PAPERS`` (a folder of the texts), else in
+``../shared/papers`` beside the checkout; the Review paper's LaTeX (``paper/review_residuals.tex`` in its
+repository) in ``$RRLIB_REVIEW_TEX`` (the file), else as ``review_residuals.tex`` in that folder. An arXiv abstract
+is not kept here, so a quote from one is checked only where ``$RRLIB_PAPERS`` holds ``arXiv_<id>.txt``.
+
+A quote matches when it occurs in the text after runs of whitespace are made one space (the LaTeX source breaks
+lines anywhere); nothing else is forgiven, so a changed word, sign or symbol fails.
+"""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+REVIEW_TEX = "review_residuals.tex"
+
+
+def papers_dir() -> Path | None:
+    """The folder of the papers' texts, or None where there is none."""
+    for candidate in (os.environ.get("RRLIB_PAPERS"), Path(__file__).resolve().parents[2].parent / "shared" / "papers"):
+        if candidate and Path(candidate).is_dir():
+            return Path(candidate)
+    return None
+
+
+def source_path(source: str) -> Path | None:
+    """The file a record's ``source`` names, where a copy is at hand; else None."""
+    if source == REVIEW_TEX and os.environ.get("RRLIB_REVIEW_TEX"):
+        path = Path(os.environ["RRLIB_REVIEW_TEX"])
+        return path if path.is_file() else None
+    folder = papers_dir()
+    if folder is None:
+        return None
+    name = f"arXiv_{source.split(':', 1)[1]}.txt" if source.startswith("arXiv:") else source
+    path = folder / name
+    return path if path.is_file() else None
+
+
+def flat(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def occurs(words: str, text: str) -> bool:
+    """``words`` in ``text``, whitespace aside."""
+    return flat(words) in flat(text)
+
+
+def sentences(claim) -> list[tuple[str, str]]:
+    """(source, words) of every piece of a record that says it is the paper's: its quote, and the sentences its
+    margin and stated effect come from."""
+    found = [(claim.source, claim.quote)] if claim.quote is not None else []
+    for part in (claim.margin, claim.paper_effect):
+        if part and "sentence" in part:
+            found.append((part.get("source", claim.source), part["sentence"]))
+    return found

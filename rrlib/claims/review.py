@@ -1,0 +1,138 @@
+"""The Review paper's rows that page 07 reads off other pages' tables: its depth claims (page 02's runs), its claims
+about its own runs (page 04's paired tests of the paper's CSV, and the CSV itself for the growth from 590M to 1B),
+and its growth with size (page 04's trend, page 06's fit of size against tokens per parameter). Each function takes
+the claims by id (rrlib.claims.records), the table and the evidence to cite, and returns ledger rows."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy.stats import t as t_dist
+
+from rrlib.report import ledger, stats
+
+from .rows import no_gain
+
+
+def _row(claim, *args, **kwargs) -> dict:
+    return ledger.row(claim.paper, claim.label, *args, **kwargs)
+
+
+def depth_rows(claims: dict, depth_runs: pd.DataFrame, evidence: tuple[str, str], alpha: float = 0.05) -> list[dict]:
+    """(a): the convex form at the deepest depth against the additive (paired by seed, Holm over the depths), and
+    the additive form's loss at the shallowest depth minus the deepest (Welch: different models)."""
+    depth_runs = depth_runs.assign(size=depth_runs["n_layers"].map(lambda n: f"{n:02d} blocks"))
+    convex = stats.compare(depth_runs[depth_runs["variant"].isin(["review", "review_convex"])], "fixed_loss",
+                           n_boot=0)
+    deepest = convex.iloc[-1]
+    onset = convex.loc[convex["significant"] & (convex["paired_gap"] > 0.1), "size"]
+    additive = depth_runs[depth_runs["variant"] == "review"]
+    shallow, deep = additive["n_layers"].min(), additive["n_layers"].max()
+    fall = ledger.welch(additive.loc[additive["n_layers"] == shallow, "fixed_loss"],
+                        additive.loc[additive["n_layers"] == deep, "fixed_loss"], alpha)
+    return [
+        _row(claims["review-convex-stalls"],
+             f"review_convex − review, fixed_loss, at {deepest['size']} ({int(deepest['paired_n'])} seeds, paired; "
+             f"Holm over {len(convex)} depths); more than 0.1 nats behind from "
+             f"{onset.iloc[0] if len(onset) else 'no depth'} on",
+             ledger.judge("directional", deepest["paired_gap"], deepest["p_holm"], alpha=alpha), evidence[0],
+             deepest["paired_gap"], deepest["ci_low"], deepest["ci_high"], deepest["p_holm"],
+             f"Holm over the {len(convex)} depths", detectable=deepest["mde"]),
+        _row(claims["review-additive-trains"],
+             f"review's fixed_loss at {shallow} blocks − at {deep} blocks (Welch, {fall['n']} seeds each)",
+             ledger.judge("directional", fall["effect"], fall["p"], alpha=alpha), evidence[1], fall["effect"],
+             fall["ci_low"], fall["ci_high"], fall["p"], "none: one comparison", detectable=fall["mde"])]
+
+
+def paper_run_rows(claims: dict, paper_tests: pd.DataFrame, paper_results: pd.DataFrame, evidence: str,
+                   alpha: float = 0.05) -> list[dict]:
+    """(d, e) on the paper's own runs: no advantage through 320M (at the margin), standard better at 60M, the gains
+    at 590M and 1B over both baselines (the paired test decides, the paper's Welch p beside it), and the gain at 1B
+    against 590M (``paper_results``: the paper's per-seed runs). The paper's effects are its stated ones."""
+    def at(sizes):
+        return paper_tests[paper_tests["size"].isin(sizes)]
+
+    rows = [no_gain(claims["review-no-gain-paper"], at(["60M", "150M", "320M"]),
+                    "60M–320M (the paper's runs, val_loss)", evidence, alpha)]
+    sixty = paper_tests.set_index(["size", "baseline"]).loc[("60M", "standard")]
+    rows.append(_row(
+        claims["review-standard-better-60m"], "review − standard at 60M (the paper's runs, val_loss, paired)",
+        ledger.judge("directional", -sixty["paired_gap"], sixty["paired_p"], alpha=alpha), evidence,
+        -sixty["paired_gap"], -sixty["ci_high"], -sixty["ci_low"], sixty["paired_p"], "none: one comparison",
+        claims["review-standard-better-60m"].stated_effect, sixty["mde"]))
+    for size, cid in (("590M", "review-gain-590m"), ("1B", "review-gain-1b")):
+        both = at([size])
+        effect, low, high, p = ledger.intersection(both["paired_gap"].to_numpy(), both["ci_low"].to_numpy(),
+                                                   both["ci_high"].to_numpy(), both["paired_p"].to_numpy())
+        binding = both.iloc[ledger.binding(both["paired_p"])]
+        rows.append(_row(
+            claims[cid],
+            f"Review's paired gaps at {size} (the paper's runs, val_loss, paired by seed: " + ", ".join(
+                f"vs {b} {g:+.4f}, p {q:.2g}"
+                for b, g, q in zip(both["baseline"], both["paired_gap"], both["paired_p"]))
+            + f"); the comparison with the larger p (vs {binding['baseline']}). The paper's own test, Welch's t on the "
+            "per-seed losses: " + ", ".join(f"vs {b} p {q:.2g}" for b, q in zip(both["baseline"], both["welch_p"])),
+            ledger.judge("directional", effect, p, alpha=alpha), evidence, effect, low, high, p, ledger.NO_CORRECTION,
+            claims[cid].stated_effect, binding["mde"]))
+    # the per-seed paired gaps at 1B against those at 590M: the growth of the gain, per baseline
+    growth = []
+    for baseline in ("highway", "standard"):
+        per_size = {s: (paper_results[(paper_results["size"] == s) & (paper_results["variant"] == baseline)]
+                        .set_index("seed")["val_loss"]
+                        - paper_results[(paper_results["size"] == s) & (paper_results["variant"] == "review")]
+                        .set_index("seed")["val_loss"]) for s in ("590M", "1B")}
+        growth.append(ledger.welch(per_size["1B"], per_size["590M"], alpha))
+    effect, low, high, p = ledger.intersection([g["effect"] for g in growth], [g["ci_low"] for g in growth],
+                                               [g["ci_high"] for g in growth], [g["p"] for g in growth])
+    binding = growth[ledger.binding([g["p"] for g in growth])]
+    rows.append(_row(
+        claims["review-gain-grows-1b"],
+        "Review's per-seed gap at 1B − at 590M (Welch over seeds), per baseline; the one with the larger p",
+        ledger.judge("directional", effect, p, alpha=alpha), evidence, effect, low, high, p, ledger.NO_CORRECTION,
+        claims["review-gain-grows-1b"].stated_effect, binding["mde"]))
+    return rows
+
+
+def paper_slope(trend: pd.DataFrame | None) -> float:
+    """The Review paper's growth of the gain with size as its own runs give it: the slope per decade, the smaller
+    over the two baselines (its words, "grows across the tested range", state no number)."""
+    return np.nan if trend is None else float(trend["slope_per_decade"].min())
+
+
+def trend_row(claims: dict, trend: pd.DataFrame, evidence: str, alpha: float = 0.05) -> dict:
+    """(f) on the paper's runs: the slope of the gap on log10 size, per baseline; both must hold."""
+    # the slope's t-interval on n_sizes − 2 degrees of freedom, from page 04's standard error
+    half = t_dist.ppf(1 - alpha / 2, (trend["n_sizes"] - 2).clip(lower=1)) * trend["stderr"]
+    effect, low, high, p = ledger.intersection(trend["slope_per_decade"].to_numpy(),
+                                               (trend["slope_per_decade"] - half).to_numpy(),
+                                               (trend["slope_per_decade"] + half).to_numpy(), trend["p"].to_numpy())
+    binding = trend.iloc[ledger.binding(trend["p"])]
+    return _row(
+        claims["review-grows-with-scale"],
+        "slope of Review's gap on log10 size (nats per decade, the paper's 5 sizes, one point each), the smaller over "
+        "the two baselines, the one with the larger p (" + ", ".join(
+            f"{b} {s:+.4f}, p {q:.2g}, detectable {ledger.detectable_coefficient(e, n - 2, alpha):.4f}"
+            for b, s, q, e, n in zip(trend["baseline"], trend["slope_per_decade"], trend["p"], trend["stderr"],
+                                     trend["n_sizes"])) + ")",
+        ledger.judge("directional", effect, p, alpha=alpha), evidence, effect, low, high, p, ledger.NO_CORRECTION,
+        paper_slope(trend), detectable=ledger.detectable_coefficient(binding["stderr"], binding["n_sizes"] - 2, alpha))
+
+
+def size_row(claims: dict, factors: pd.DataFrame, slope: float, evidence: str, alpha: float = 0.05) -> dict:
+    """(f) on the CPU grid: the coefficient of log10 size in page 06's fit of the gap on size and tokens per
+    parameter, per baseline (both must hold), against the paper's own slope per decade."""
+    size_terms = factors[(factors["metric"] == "fixed_loss") & (factors["term"] == "log10_size")]
+    effect, low, high, p = ledger.intersection(size_terms["coef"].to_numpy(), size_terms["ci_low"].to_numpy(),
+                                               size_terms["ci_high"].to_numpy(), size_terms["p"].to_numpy())
+    binding = size_terms.iloc[ledger.binding(size_terms["p"])]
+    tpp = factors[(factors["metric"] == "fixed_loss") & (factors["term"] == "log10_tokens_per_param")]
+    return _row(
+        claims["review-size-not-budget"],
+        f"page 06: coefficient of log10 size in the gap's fit on size and tokens per parameter "
+        f"({int(size_terms['n_cells'].iloc[0])} cells, fixed_loss), the baseline with the larger p (detectable "
+        + ", ".join(f"{b} {ledger.detectable_coefficient(e, d, alpha):.3f}" for b, e, d in
+                    zip(size_terms["baseline"], size_terms["stderr"], size_terms["df"]))
+        + "); tokens per parameter: " + ", ".join(
+            f"{b} {c:+.3f} [{lo:+.3f}, {hi:+.3f}]" for b, c, lo, hi in
+            zip(tpp["baseline"], tpp["coef"], tpp["ci_low"], tpp["ci_high"])),
+        ledger.judge("directional", effect, p, alpha=alpha), evidence, effect, low, high, p, ledger.NO_CORRECTION,
+        slope, detectable=ledger.detectable_coefficient(binding["stderr"], binding["df"], alpha))

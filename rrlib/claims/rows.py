@@ -1,0 +1,54 @@
+"""Ledger rows built from a claim's record alone, or from a record and one table: a claim registered before its
+runs (``pending``), a claim beyond the CPU with its cost (``beyond_reach``), and a claim of no gain over several
+comparisons judged at its margin (``no_gain``)."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from rrlib.report import ledger
+
+from . import reach
+from .records import Claim
+
+
+def pending(claim: Claim, evidence: str = "") -> dict:
+    """A claim registered before its runs, whose design has not run yet: its metric, test and margin as fixed."""
+    return ledger.row(claim.paper, claim.label, f"{claim.metric}; {claim.test}",
+                      ledger.untested("registered before its runs; its design has not run yet"), evidence,
+                      paper_effect=claim.stated_effect, margin=claim.margin_value)
+
+
+def beyond_reach(claim: Claim, flops_per_second: float, evidence: str = "") -> dict:
+    """A GPU-only claim: out of reach, with the CPU-hours its cheapest test would take at ``flops_per_second``."""
+    return ledger.row(claim.paper, claim.label, claim.metric,
+                      ledger.out_of_reach(reach.reason(claim.needs, flops_per_second)), evidence,
+                      paper_effect=claim.stated_effect)
+
+
+def no_gain(claim: Claim, tests: pd.DataFrame, where: str, evidence: str, alpha: float = 0.05) -> dict:
+    """A "no gain" claim over several comparisons (``tests``: one row each, with size, baseline, paired_gap, ci_low,
+    ci_high, paired_n, mde and paired_p or p), judged at the record's margin: every comparison's gain shown below it
+    supports the claim (the comparison whose one-sided p is the largest decides); a gain shown above it in any
+    comparison contradicts it (the one with the smallest such p is the row's). A significant gain inside the margin
+    is no gain in the claim's sense."""
+    margin = claim.margin_value
+    below = [ledger.below_margin_p(r.paired_gap, r.ci_low, r.ci_high, r.paired_n, margin, alpha)
+             for r in tests.itertuples()]
+    beyond = [ledger.beyond_margin_p(r.paired_gap, r.ci_low, r.ci_high, r.paired_n, margin, alpha=alpha)
+              for r in tests.itertuples()]
+    shown_beyond = np.nanmin(beyond) < alpha
+    k = int(np.nanargmin(beyond)) if shown_beyond else ledger.binding(below)
+    chosen = tests.iloc[k]
+    p = chosen["paired_p"] if "paired_p" in chosen else chosen["p"]  # page 04's paper tests, or compare's columns
+    decided_by = (f"a gain shown above the margin over {chosen['baseline']} at {chosen['size']} (one-sided p "
+                  f"{beyond[k]:.2g})" if shown_beyond else
+                  f"one-sided p that every gain is below {margin:g} nats: {below[k]:.2g} ({chosen['size']} vs "
+                  f"{chosen['baseline']}, the largest)")
+    against = "; ".join(f"{r.size} vs {r.baseline} {r.paired_gap:+.4f}" for r in tests.itertuples())
+    return ledger.row(
+        claim.paper, claim.label,
+        f"Review's paired gaps, {len(tests)} comparisons at {where} ({against}); {decided_by}",
+        ledger.judge("null", chosen["paired_gap"], p, below[k], p_beyond=beyond[k], alpha=alpha),
+        evidence, chosen["paired_gap"], chosen["ci_low"], chosen["ci_high"], p, "none: every comparison must hold",
+        np.nan, chosen["mde"], margin)

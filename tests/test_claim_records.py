@@ -1,0 +1,138 @@
+"""The claims as registered records: the file reads, a bad entry is named, every quote is the paper's own words
+where a copy of the paper is at hand, and the out-of-reach rows' CPU-hours are counted by the model code."""
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from rrlib.claims import quotes, reach, records
+
+ROOT = Path(__file__).resolve().parents[1]
+CLAIMS = records.load()
+
+
+def test_every_record_reads_with_a_unique_id_and_the_issue_s_pending_rows_are_registered():
+    ids = [c.id for c in CLAIMS]
+    assert len(ids) == len(set(ids))
+    pending = {c.id for c in CLAIMS if c.pending}
+    assert {"highway-hundreds-of-layers", "rezero-120-layers", "rezero-converges-faster-as-run", "layerscale-deeper",
+            "looped-depends-on-l", "looped-stream-norm", "attnres-growth-confirm",
+            "mgr-activation-scales-confirm"} == pending
+    assert all(c.status == "registered" for c in CLAIMS if c.pending)
+
+
+def test_an_exploratory_record_follows_a_registered_one_which_keeps_the_verdict():
+    by = records.by_id(CLAIMS)
+    later = [c for c in CLAIMS if c.status == "exploratory"]
+    assert {c.follows for c in later} == {"attnres-growth", "mgr-activation-scales"}
+    assert all(by[c.follows].status == "registered" and by[c.follows].paper == c.paper for c in later)
+
+
+def test_the_1b_claim_is_the_paper_s_strong_trend_not_a_significant_gain():
+    claim = records.by_id(CLAIMS)["review-gain-1b"]
+    assert "strong trend ($t{\\approx}2.3$, $p{\\approx}0.07$)" in claim.quote
+    assert "significant" not in claim.label.replace("not significant", "")
+
+
+def test_every_no_difference_claim_has_a_margin_with_its_source():
+    for c in CLAIMS:
+        if c.kind == "no difference":
+            assert c.margin_value > 0 and ("sentence" in c.margin or "note" in c.margin), c.id
+
+
+@pytest.mark.parametrize("claim, source, words", [(c.id, s, w) for c in CLAIMS for s, w in quotes.sentences(c)],
+                         ids=lambda x: x if isinstance(x, str) and len(x) < 40 else "")
+def test_the_quote_is_the_paper_s_own_words(claim, source, words):
+    path = quotes.source_path(source)
+    if path is None:
+        pytest.skip(f"no copy of {source} at hand (set RRLIB_PAPERS or RRLIB_REVIEW_TEX to check {claim})")
+    assert quotes.occurs(words, path.read_text(encoding="utf-8")), f"{claim}: {words!r} is not in {source}"
+
+
+def test_a_quote_matches_across_line_breaks_but_not_with_a_changed_sign():
+    text = "at 590M they \\emph{significantly}\noutperform both ($+0.009$, $t{=}3.3$)"
+    assert quotes.occurs("they \\emph{significantly} outperform both", text)
+    assert not quotes.occurs("($-0.009$, $t{=}3.3$)", text)
+
+
+def write(tmp_path, text):
+    path = tmp_path / "records.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+GOOD = """- id: x
+  paper: P
+  source: arXiv:1
+  where: Abstract
+  quote: it works
+  label: it works
+  kind: direction
+  metric: m
+  test: t
+  correction: none
+  scope: this harness at CPU scale
+  design: d
+  registered: 2026-12-06
+  status: registered
+"""
+
+
+@pytest.mark.parametrize("change, message", [
+    (("kind: direction", "kind: better"), "entry 1 (x): kind 'better' is none of direction, no difference"),
+    (("  quote: it works\n", ""), "entry 1 (x): give exactly one of quote"),
+    (("  design: d\n", ""), "entry 1 (x): missing design"),
+    (("kind: direction", "kind: no difference"), "entry 1 (x): a no-difference claim needs a margin"),
+    (("status: registered", "status: exploratory"), "entry 1 (x): an exploratory record names"),
+    (("scope: this harness at CPU scale", "scope: GPU only"), "entry 1 (x): a GPU-only claim says what it needs"),
+])
+def test_a_bad_record_is_named_by_file_and_entry(tmp_path, change, message):
+    records.load(write(tmp_path, GOOD))  # the unchanged record reads
+    with pytest.raises(records.RecordError, match=message.replace("(", r"\(").replace(")", r"\)")) as err:
+        records.load(write(tmp_path, GOOD.replace(*change)))
+    assert str(err.value).startswith("records.yaml: ")
+
+
+def test_a_repeated_id_is_refused(tmp_path):
+    with pytest.raises(records.RecordError, match="id 'x' appears twice"):
+        records.load(write(tmp_path, GOOD + GOOD))
+
+
+def test_a_preset_s_training_flops_are_the_model_s_count_times_its_tokens():
+    result = json.loads((ROOT / "outputs/runs/family/review/seed0/result.json").read_text())
+    assert reach.preset_train_flops("family") == pytest.approx(result["train_flops"], rel=1e-12)
+
+
+def test_cpu_hours_grow_with_the_runs_and_a_hardware_need_has_none():
+    one = reach.cpu_hours({"preset": "family", "variants": 1, "seeds": 1}, 1e10)
+    assert reach.cpu_hours({"preset": "family", "variants": 3, "seeds": 2}, 1e10) == pytest.approx(6 * one)
+    assert one == pytest.approx(reach.preset_train_flops("family") / 1e10 / 3600)
+    assert math.isnan(reach.cpu_hours({"hardware": "several devices"}, 1e10))
+    assert "above the 50-hour budget" in reach.reason({"preset": "590m", "variants": 3, "seeds": 3}, 1e10)
+
+
+def test_the_page_joins_each_row_to_its_record_and_puts_bh_q_on_the_registered_tested_rows():
+    import numpy as np
+
+    from rrlib.claims import page
+    from rrlib.report import ledger, stats
+
+    by = records.by_id(CLAIMS)
+    rows = ledger.ledger([
+        ledger.row(by["review-gain-590m"].paper, by["review-gain-590m"].label, "t", "supported", "a.html", 0.01,
+                   0.005, 0.015, 0.01),
+        ledger.row(by["mgr-gain"].paper, by["mgr-gain"].label, "t", "inconclusive", "", 0.004, -0.002, 0.01, 0.2),
+        ledger.row(by["mgr-activation-scales-fit"].paper, by["mgr-activation-scales-fit"].label, "t", "supported", "",
+                   0.3, 0.07, 0.5, 0.03),
+        ledger.row(by["review-gate-params"].paper, by["review-gate-params"].label, "t", "contradicted", "", 0.14)])
+    joined = page.attach(rows, CLAIMS)
+    assert list(joined["id"]) == ["review-gain-590m", "mgr-gain", "mgr-activation-scales-fit", "review-gate-params"]
+    np.testing.assert_allclose(joined["q_bh"][:2], stats.benjamini_hochberg([0.01, 0.2]))
+    assert joined["q_bh"][2:].isna().all()  # an exploratory reading and a measurement are outside the family
+    shown = page.ledger_html(joined)
+    assert shown.count("<details>") == 4 and "(exploratory)" in shown
+    assert "“at 590M they \\emph{significantly} outperform" in shown
+    assert page.counts(joined).startswith("3 registered claims of 2 papers: 1 supported, 1 contradicted")
+    with pytest.raises(ValueError, match="ledger rows with no record: a claim no record holds"):
+        page.attach(ledger.ledger([ledger.row("P", "a claim no record holds", "", "supported", "")]), CLAIMS)
