@@ -40,7 +40,7 @@ if "google.colab" in sys.modules:
 
 # %% tags=["parameters"]
 out_root = "outputs/runs"  # the committed run folders (the depth ablation's and the family's results)
-paper_csv = "../shared/reference/scaling_v8.csv"  # the paper's 42 runs
+paper_csv = "outputs/reference/scaling_v8.csv"  # the paper's 42 runs (the committed copy)
 family_size = "family"  # the family page's size, whose table (05_<size>_summary) and runs the ledger reads
 wide_size = "family_mini"  # the family at mini's width, read where its table exists
 claims_size = "family"  # the size of this page's own runs

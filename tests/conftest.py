@@ -18,6 +18,7 @@ def shared_dir() -> Path:
 # tests that check the other ways unset it or point it elsewhere themselves. Set here, before any test starts a
 # subprocess, so that every command and notebook kernel the tests start inherits it.
 os.environ.setdefault("RRLIB_DATA", str(shared_dir() / "data"))
+os.environ.setdefault("RRLIB_PAPERS", str(shared_dir() / "papers"))  # where the records' quotes are checked
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,7 @@
 """Where the records' words can be checked: the papers' texts, when a copy is at hand.
 
-The project runs without them. A copy is looked for in ``$RRLIB_PAPERS`` (a folder of the texts), else in
-``../shared/papers`` beside the checkout; the Review paper's LaTeX (``paper/review_residuals.tex`` in its
+The project runs without them. A copy is looked for in ``$RRLIB_PAPERS`` (a folder of the texts; the tests point
+it at the local copy beside the offline data, as they do ``$RRLIB_DATA``); the Review paper's LaTeX (``paper/review_residuals.tex`` in its
 repository) in ``$RRLIB_REVIEW_TEX`` (the file), else as ``review_residuals.tex`` in that folder. An arXiv abstract
 is not kept here, so a quote from one is checked only where ``$RRLIB_PAPERS`` holds ``arXiv_<id>.txt``.
 
@@ -19,10 +19,8 @@ REVIEW_TEX = "review_residuals.tex"
 
 def papers_dir() -> Path | None:
     """The folder of the papers' texts, or None where there is none."""
-    for candidate in (os.environ.get("RRLIB_PAPERS"), Path(__file__).resolve().parents[2].parent / "shared" / "papers"):
-        if candidate and Path(candidate).is_dir():
-            return Path(candidate)
-    return None
+    folder = os.environ.get("RRLIB_PAPERS")
+    return Path(folder) if folder and Path(folder).is_dir() else None
 
 
 def source_path(source: str) -> Path | None:
