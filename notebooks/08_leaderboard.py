@@ -51,7 +51,6 @@ figures_dir = None  # the report's figure folder; None shows figures without wri
 from IPython.display import HTML, display
 
 from rrlib.report import leaderboard, plots, tables
-from rrlib.report.power_study import design_runs
 from rrlib.runs.config import project_path
 
 plots.use_style()
@@ -61,7 +60,7 @@ rules = [study.BASELINE, *study.board()]
 # %%
 ratios = leaderboard.bench_ratios(bench_files, bench_size, study.SIZE)
 plan = leaderboard.study_plan(study, budget_cpu_hours, ratios)
-runs = design_runs(study.RUNS, study.SIZE, rules, range(study.SEEDS))
+runs = leaderboard.done_runs(study.RUNS, study.SIZE, rules, range(study.SEEDS))
 board_file = project_path(study.OUT) / leaderboard.BOARD_VERDICT
 board = leaderboard.leaderboard(plan, runs, leaderboard.model_counts(study.SIZE, rules), ratios, study.BASELINE,
                                 study.SEEDS, leaderboard.read_board(board_file, study.BASELINE))
@@ -101,7 +100,8 @@ if stage.get("judged", 0):
 #   widening, 1,200 steps of 16 × 128 byte tokens) at the same seeds as standard. A seed fixes the batch order and
 #   the held-out windows for every rule, so the design is paired: the test reads each seed's difference.
 # - **Gap and interval.** The mean of standard − rule on `fixed_loss` over the seeds both have, with its 95 %
-#   paired-t interval (`rrlib.report.verdict.compare_pairs`, the function `rrlib compare` calls).
+#   paired-t interval (`rrlib.report.verdict.compare_pairs`, the function `rrlib compare` calls). A pair where
+#   either rule diverged on a seed is *diverged*, with no test, as `rrlib compare` marks it.
 # - **Correction.** Holm over the board's comparisons: every rule judged at all the study's seeds, as the study's
 #   last compare call judges them in one call. Until that call has run the page makes the same call on the
 #   finished runs, so the family grows as rules finish and a Holm p can rise while its rule's gap stays put. A rule

@@ -138,19 +138,22 @@ def test_bench_ratios_take_each_rule_from_the_first_file_and_only_at_the_boards_
         leaderboard.bench_ratios([first], "mini", "family_power")
 
 
-def test_the_plan_is_the_studys_with_step_times_from_the_benchmark():
+def test_the_plan_is_the_studys_with_step_times_from_the_benchmark(monkeypatch):
+    from rrlib.report import power_study
+
     study = leaderboard.load_study()
     rules = study.board()
+    finished = pd.DataFrame([{"variant": v, "seed": s, "minutes": m} for v, m in (("standard", 2.0), ("mgr", 3.0))
+                             for s in range(study.SEEDS)])
+    monkeypatch.setattr(power_study, "design_runs", lambda root, size, variants, seeds: finished[
+        finished["variant"].isin(list(variants)) & finished["seed"].isin(list(seeds))])
     ratios = pd.DataFrame({"step_time_vs_standard": [1.0 + k / 100 for k in range(len(rules))],
                            "step_per_flop_vs_standard": 1.0}, index=rules)
     plan = leaderboard.study_plan(study, 20.0, ratios)
     assert list(plan.index) == rules
-    from rrlib.report.power_study import design_runs
-    runs = design_runs(study.RUNS, study.SIZE, [study.BASELINE, *rules], range(study.SEEDS))
-    median = runs[runs["variant"] == study.BASELINE]["minutes"].median()
-    unrun = [rule for rule in rules if rule not in set(runs["variant"])]
-    assert unrun, "every rule has runs: pick the check below from a rule without"
-    assert plan.loc[unrun[0], "minutes"] == pytest.approx(median * ratios.loc[unrun[0], "step_time_vs_standard"])
+    assert plan.loc["mgr", "minutes"] == 3.0 and plan.loc["mgr", "to_train"] == 0  # its own runs' median
+    assert plan.loc["review", "minutes"] == pytest.approx(2.0 * ratios.loc["review", "step_time_vs_standard"])
+    assert plan.loc["review", "cpu_hours"] == pytest.approx(study.SEEDS * plan.loc["review", "minutes"] / 60)
     with pytest.raises(ConfigError, match="no step time for"):
         leaderboard.study_plan(study, 20.0, ratios.iloc[1:])
 
@@ -184,3 +187,29 @@ def test_a_board_with_no_rule_judged_yet_lists_every_rule_by_its_plan():
     rows = leaderboard.leaderboard(plan, runs, COUNTS, RATIOS, "standard", SEEDS)
     assert list(rows.index) == ["standard", "better", "worse"] and set(rows["stage"][1:]) == {"planned"}
     assert rows["gap"][1:].isna().all() and rows.loc["standard", "stands_at"] == f"{SEEDS} seeds"
+
+
+def test_engine_rows_are_what_rrlib_compare_writes_for_the_same_runs():
+    from rrlib.compare.engine import Request, verdict_table
+
+    runs = runs_of(better=0.02, worse=-0.01)
+    runs["params"], runs["flops_per_token"] = 1000, 5e6
+    request = Request(size="family_power", variants=["better", "worse"], baselines=["standard"],
+                      seeds=list(range(SEEDS)))
+    engine = verdict_table(request, runs, {"seeds": list(range(SEEDS))}, None)
+    mine = leaderboard.engine_rows(runs, ["better", "worse"], "standard", range(SEEDS))
+    pd.testing.assert_frame_equal(mine, engine[mine.columns])
+
+
+def test_a_rule_that_diverged_on_a_seed_is_judged_diverged_with_no_test():
+    runs = runs_of(better=0.02, unstable=0.05)
+    broken = (runs["variant"] == "unstable") & (runs["seed"] == 2)
+    runs["status"] = "finished"
+    runs.loc[broken, ["fixed_loss", "status"]] = [np.nan, "diverged"]
+    plan = plan_of(better=(SEEDS, SEEDS), unstable=(SEEDS - 1, SEEDS), unrun=(0, SEEDS))
+    rows = leaderboard.leaderboard(plan, runs, COUNTS.rename(index={"worse": "unstable"}),
+                                   RATIOS.rename(index={"worse": "unstable"}), "standard", SEEDS)
+    assert list(rows.index) == ["better", "standard", "unstable", "unrun"]  # judged, but no gap: after the gaps
+    assert (rows.loc["unstable", "stage"], rows.loc["unstable", "verdict"]) == ("judged", "diverged")
+    assert np.isnan(rows.loc["unstable", "p_holm"]) and rows.loc["better", "verdict"] == "better"
+    assert pd.isna(leaderboard.shown(rows).set_index("rule").loc["unstable", "gap (nats) [95 % CI]"])

@@ -5,8 +5,9 @@ The board is the leaderboard study's (scripts/leaderboard_study.py): its rules, 
 folder, and its plan of the seeds each rule stands at within the budget. Each rule's row is at one of four stages:
 
 ===================  ==============================================================================================
-judged               every seed of the rule's design has finished (the rule's and the baseline's): the paired
-                     gap on ``fixed_loss`` with its interval, the verdict word, Holm p and the detectable gap
+judged               every seed of the rule's design has a result (the rule's and the baseline's; a diverged run is
+                     one): the paired gap on ``fixed_loss`` with its interval, the verdict word (``diverged``
+                     where either side diverged on a seed), Holm p and the detectable gap
 in progress          some seeds have finished: how many, and what is left; no statistics, since a verdict read
                      before the design is complete is the optional stopping a fixed design exists to prevent
                      (rrlib.report.power_study)
@@ -17,9 +18,9 @@ beyond the budget    no runs, and the plan affords the rule fewer than a pilot's
 Where the judged rows come from. The study's last ``rrlib compare`` call judges every rule that stands at all seeds
 in one call, Holm over its comparisons, and writes ``<study OUT>/board/verdict.csv``; the page reads that file when
 it judges exactly the rules whose designs are complete at all seeds. Until then (or once a rule has finished after
-it) the page calls ``compare_pairs`` on the same finished runs with the same rules and seeds, so the family Holm
-spans is the board call's: every rule judged at all seeds, and it grows as rules finish. A rule the budget holds
-below all seeds is judged alone, as the study's own design call for it (``--variants RULE``) judges it.
+it) the page makes the engine's call (``engine_rows``) on the same runs with the same rules and seeds, so the family
+Holm spans is the board call's: every rule judged at all seeds, and it grows as rules finish. A rule the budget
+holds below all seeds is judged alone, as the study's own design call for it (``--variants RULE``) judges it.
 
 Parameters and FLOPs per token are counted from each rule's parameter-matched model (rrlib.model), so a planned
 row has them too; they equal what its runs record. Step time per FLOP relative to the standard residual's is the
@@ -38,11 +39,11 @@ import numpy as np
 import pandas as pd
 
 from ..runs.config import ConfigError, project_path
-from .verdict import METRIC, compare_pairs
+from .verdict import METRIC, compare_pairs, mark_diverged, mark_identical
 
 STUDY_SCRIPT = "scripts/leaderboard_study.py"
 BOARD_VERDICT = "board/verdict.csv"  # under the study's OUT: its last compare call's verdict file
-STAGES = ("baseline", "judged", "in progress", "planned", "beyond the budget")
+DONE = ("finished", "diverged")  # a diverged run is a result: its pair's verdict is "diverged"
 
 # Each rule's paper: (its name, its arXiv id). A test checks every id against the ids the rule's docstring names;
 # the Review paper has none, and the older rules' docstrings cite author and year.
@@ -143,8 +144,27 @@ def read_board(path: Path, baseline: str, metric: str = METRIC) -> pd.DataFrame 
     return rows
 
 
+def done_runs(root: str, size: str, rules, seeds) -> pd.DataFrame:
+    """The runs of ``rules`` at ``seeds`` under ``root`` that have a result: finished or diverged."""
+    from ..runs.sweep import results_table
+
+    if not (project_path(root) / size).is_dir():
+        return pd.DataFrame(columns=["variant", "seed", "status", METRIC])
+    runs = results_table(root, size)
+    return runs[runs["variant"].isin(list(rules)) & runs["seed"].isin(list(seeds))
+                & runs["status"].isin(DONE)].reset_index(drop=True)
+
+
+def engine_rows(runs: pd.DataFrame, rules, baseline: str, seeds) -> pd.DataFrame:
+    """The compare engine's rows for ``rules`` against ``baseline`` at ``seeds``, Holm over them: compare_pairs,
+    then its marks for identical and diverged pairs, in the order rrlib.compare.engine.verdict_table applies them
+    (the report may not import the compare package, which sits above it; a test holds the two equal)."""
+    seeds = list(seeds)
+    return mark_diverged(mark_identical(compare_pairs(runs, list(rules), [baseline], seeds=seeds)), runs, seeds)
+
+
 def stages(plan: pd.DataFrame, runs: pd.DataFrame, baseline: str) -> pd.Series:
-    """Each rule's stage (the module docstring's table) from the plan and the finished runs (variant, seed)."""
+    """Each rule's stage (the module docstring's table) from the plan and the runs with a result (variant, seed)."""
     done = runs.groupby("variant")["seed"].agg(set).to_dict()
     ready = done.get(baseline, set())
 
@@ -159,7 +179,7 @@ def stages(plan: pd.DataFrame, runs: pd.DataFrame, baseline: str) -> pd.Series:
 
 def judged_rows(runs: pd.DataFrame, plan: pd.DataFrame, stage: pd.Series, baseline: str, all_seeds: int,
                 board: pd.DataFrame | None = None) -> pd.DataFrame:
-    """compare_pairs' rows for every judged rule (``source``: the board's file or the runs; ``holm_over``: the
+    """The engine's rows for every judged rule (``source``: the board's file or the runs; ``holm_over``: the
     comparisons its Holm adjustment spans). The board's rules are those judged at all seeds, Holm over them; the
     file serves when it judges exactly those rules."""
     judged = stage.index[stage == "judged"]
@@ -168,10 +188,9 @@ def judged_rows(runs: pd.DataFrame, plan: pd.DataFrame, stage: pd.Series, baseli
     if whole and board is not None and set(board["variant"]) == set(whole):
         parts.append(board.assign(source="board file", holm_over=len(whole)))
     elif whole:
-        parts.append(compare_pairs(runs, whole, [baseline], seeds=range(all_seeds)).assign(source="runs",
-                                                                                            holm_over=len(whole)))
+        parts.append(engine_rows(runs, whole, baseline, range(all_seeds)).assign(source="runs", holm_over=len(whole)))
     for rule in (r for r in judged if r not in whole):  # held below all seeds by the budget: its own design
-        parts.append(compare_pairs(runs, [rule], [baseline], seeds=range(int(plan.loc[rule, "seeds"])))
+        parts.append(engine_rows(runs, [rule], baseline, range(int(plan.loc[rule, "seeds"])))
                      .assign(source="runs", holm_over=1))
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["variant"])
 
@@ -223,15 +242,17 @@ def leaderboard(plan: pd.DataFrame, runs: pd.DataFrame, counts: pd.DataFrame, ra
         out[column] = plan["to_train" if column == "runs_to_train" else column].reindex(rules).fillna(0)
     out = out.astype({"seeds": "Int64", "holm_over": "Int64", "runs_to_train": int})
     out["stands_at"] = [standing(row) for _, row in out.reset_index().iterrows()]
-    order = pd.DataFrame({"unjudged": out["gap"].isna(), "gap": -out["gap"].fillna(0), "place": range(len(out))},
-                         index=out.index)
+    # with a gap first, best first; then judged without one (diverged); then the rest in the study's order
+    group = np.where(out["gap"].notna(), 0, np.where(out["stage"] == "judged", 1, 2))
+    order = pd.DataFrame({"group": group, "gap": -out["gap"].fillna(0), "place": range(len(out))}, index=out.index)
     return out.drop(columns="step_per_flop_vs_standard_variant").loc[
-        order.sort_values(["unjudged", "gap", "place"]).index]
+        order.sort_values(["group", "gap", "place"]).index]
 
 
 def shown(board: pd.DataFrame) -> pd.DataFrame:
     """The page's columns, numbers as numbers (``SHOWN_FORMATS`` formats them; a row without a verdict shows –)."""
-    interval = [f"{r.gap:+.4f} [{r.ci_low:+.4f}, {r.ci_high:+.4f}]" if r.stage == "judged" else None
+    interval = [f"{r.gap:+.4f} [{r.ci_low:+.4f}, {r.ci_high:+.4f}]" if r.stage == "judged" and pd.notna(r.gap)
+                else None
                 for r in board.itertuples()]
     return pd.DataFrame({
         "rule": board.index, "paper": board["paper"], "gap (nats) [95 % CI]": interval, "verdict": board["verdict"],
