@@ -52,6 +52,9 @@ NOTEBOOKS = (
                     "depth_sizes": ["tiny"], "depth_seeds": [0, 1], "convert_size": "tiny", "convert_seeds": [0, 1],
                     "train_missing": True},
              requires="family", summary=True, own_roots=("claims", "convert", "convert_gated")),
+    Notebook("08_leaderboard", "The leaderboard: every rule of the family against standard at one size, sorted by "
+             "the paired gap, with its verdict, detectable gap, parameters, FLOPs and step time per FLOP.",
+             own_roots=("power",)),
 )
 # Every run root beside the runs' folder that some page reads (outputs/<root>): the report checks these, and only
 # these, before any page runs; another folder beside --runs is not the report's.
