@@ -69,7 +69,7 @@ def test_the_power_runs_are_inputs_of_the_pages_that_read_them_and_no_other():
     runs, power = project_path("outputs/runs"), project_path("outputs/power")
     readers = {nb.name for nb in NOTEBOOKS if not nb.per_size
                and any(p.is_relative_to(power) for p in input_files(nb, runs, None))}
-    assert readers == {"04_statistics", "05_related_methods"}
+    assert readers == {"04_statistics", "05_related_methods", "08_leaderboard"}
 
 
 def test_a_design_is_read_only_when_every_run_has_finished():

@@ -360,13 +360,13 @@ def test_a_log_removed_while_the_run_trains_is_said_and_the_run_is_not_recorded(
     from rrlib.runs.presets import resolve_run
     from rrlib.runs.runfiles import StateError
 
-    original = train._log
+    original = train.append_log
 
     def log_then_remove(metrics, record):
         original(metrics, record)
         Path(metrics.name).unlink(missing_ok=True)
 
-    monkeypatch.setattr(train, "_log", log_then_remove)
+    monkeypatch.setattr(train, "append_log", log_then_remove)
     run = resolve_run("tiny", "standard", 0, {"train": {"steps": 4, "eval_every": 4, "fixed_eval_tokens": 2048,
                                                         "paper_eval_batches": 1}}, str(tmp_path / "runs"))
     with pytest.raises(StateError, match="metrics.jsonl was removed or replaced while the run trained"):

@@ -11,7 +11,9 @@ INPUTS = "inputs.json"  # in the report's folder: what each page was built from
 # outputs/looped: the looped study on its first grid, kept for its history; page 05 reads its successor,
 # outputs/looped_grid (since ee160e1), and no page reads it
 RETIRED_ROOTS = ("looped",)
-RUN_FILES = ("result.json", "metrics.jsonl", "config.json", "weights.pt", "probes.json", "conversion.json")
+# verdict.csv: a design's verdict written by `rrlib compare` (page 08 reads the leaderboard's board call)
+RUN_FILES = ("result.json", "metrics.jsonl", "config.json", "weights.pt", "probes.json", "conversion.json",
+             "verdict.csv")
 
 
 def page_inputs(nb: Notebook, parameters: dict, runs: Path, size: str | None, paper_csv: Path,

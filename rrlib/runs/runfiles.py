@@ -30,6 +30,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -250,3 +251,29 @@ def truncate_metrics(path: Path, step: int) -> None:
     from .checkpoints import write_bytes_atomic  # it imports the presets, which import this module
 
     write_bytes_atomic(path, "".join(line + "\n" for line in keep).encode("utf-8"))
+
+
+def log_intact(metrics, path) -> None:
+    """Refuse to record a run whose log was removed or replaced while it trained: the result would stand for steps
+    whose log no longer exists. One sentence naming the file; the last checkpoint stays, so nothing more is lost."""
+    opened = os.fstat(metrics.fileno())
+    try:
+        there = os.stat(path)
+    except OSError:
+        there = None
+    if opened.st_nlink == 0 or there is None or (there.st_dev, there.st_ino) != (opened.st_dev, opened.st_ino):
+        raise StateError(f"{path} was removed or replaced while the run trained, so its log is lost and the run is "
+                         f"not recorded as finished; {MOVE_ASIDE}")
+
+
+def append_log(fh, record: dict) -> None:
+    """One line appended whole, or not at all: a write that fails (a full disk) is cut back off."""
+    if fh is not None:
+        line, start = (json.dumps(record) + "\n").encode(), fh.tell()
+        try:
+            view = memoryview(line)
+            while view:
+                view = view[fh.write(view):]
+        except OSError:
+            fh.truncate(start)
+            raise

@@ -26,7 +26,6 @@ rrlib.runs.optim's, what the files record of the code and machine rrlib.runs.pro
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import platform
@@ -53,7 +52,7 @@ from .optim import group_lrs, make_optimizer, optimizer_step
 from .pace import check_cpu_reach
 from .provenance import attention_kernel, command_line, device_name, git_commit
 from .rundata import checked_run_data
-from .runfiles import (DATA_HASH, MOVE_ASIDE, StateError, fingerprint, read_checkpoint, run_identity,
+from .runfiles import (DATA_HASH, append_log, fingerprint, log_intact, read_checkpoint, run_identity,
                        truncate_metrics)
 
 
@@ -69,7 +68,6 @@ DIVERGED_LOSS_FACTOR = 1.5
 def diverged_loss(loss: float | None, vocab_size: int) -> bool:
     """Whether a final loss says the run diverged: not finite, or above DIVERGED_LOSS_FACTOR · ln(vocab_size)."""
     return loss is not None and not (math.isfinite(loss) and loss <= DIVERGED_LOSS_FACTOR * math.log(vocab_size))
-
 
 
 class StopFlag:
@@ -292,7 +290,7 @@ def _train(run, run_dir, data, device, rank, world, accum, stop, progress) -> di
                 mean_loss = loss_sum / n
                 loss_acc.zero_()
                 window_start = step
-                _log(metrics, {"step": step, "loss": mean_loss, "lr": lr, "grad_norm": norm,
+                append_log(metrics, {"step": step, "loss": mean_loss, "lr": lr, "grad_norm": norm,
                                "tokens_per_s": tok_s})
                 if bar is not None:
                     bar.update(timed)
@@ -304,7 +302,7 @@ def _train(run, run_dir, data, device, rank, world, accum, stop, progress) -> di
             if step % tc.eval_every == 0 and step < tc.steps:
                 with clock.paused() as paused:
                     ev = fixed_eval()
-                _log(metrics, {"step": step, "fixed_loss": ev["loss"], "fixed_ece": ev["ece"],
+                append_log(metrics, {"step": step, "fixed_loss": ev["loss"], "fixed_ece": ev["ece"],
                                "eval_seconds": paused.seconds})
             if world == 1:  # one process stops at the next step; ranks stop where they agreed to (_agree)
                 stopping = stop.signum
@@ -337,19 +335,6 @@ def _train(run, run_dir, data, device, rank, world, accum, stop, progress) -> di
             bar.close()
         if metrics is not None:
             metrics.close()
-
-
-def log_intact(metrics, path) -> None:
-    """Refuse to record a run whose log was removed or replaced while it trained: the result would stand for steps
-    whose log no longer exists. One sentence naming the file; the last checkpoint stays, so nothing more is lost."""
-    opened = os.fstat(metrics.fileno())
-    try:
-        there = os.stat(path)
-    except OSError:
-        there = None
-    if opened.st_nlink == 0 or there is None or (there.st_dev, there.st_ino) != (opened.st_dev, opened.st_ino):
-        raise StateError(f"{path} was removed or replaced while the run trained, so its log is lost and the run is "
-                         f"not recorded as finished; {MOVE_ASIDE}")
 
 
 def _agree(first_bad: torch.Tensor, signum: int | None, device) -> tuple[torch.Tensor, int | None]:
@@ -431,19 +416,6 @@ def in_passes(batches, size: int):
     for x, y in batches:
         for i in range(0, len(x), size):
             yield x[i:i + size], y[i:i + size]
-
-
-def _log(fh, record: dict) -> None:
-    """One line appended whole, or not at all: a write that fails (a full disk) is cut back off."""
-    if fh is not None:
-        line, start = (json.dumps(record) + "\n").encode(), fh.tell()
-        try:
-            view = memoryview(line)
-            while view:
-                view = view[fh.write(view):]
-        except OSError:
-            fh.truncate(start)
-            raise
 
 
 def _progress_bar(start: int, total: int, enabled: bool):
