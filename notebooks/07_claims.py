@@ -139,7 +139,8 @@ ledger_shown = display(HTML("<p>The ledger appears here when the page's last cel
 # - a **directional** claim (a gain, less growth, sharper routing) is *supported* when its effect is positive and
 #   significant, *contradicted* when it is negative and significant, or, on the paper's own runs, when a one-sided
 #   test puts it below the paper's own effect; otherwise *inconclusive*, and the row states the smallest effect
-#   its design detects at 80 % power (`detectable`) beside the paper's (`paper_effect`);
+#   its design detects at 80 % power (`detectable`) beside the paper's (`paper_effect`), or alone on the paper's
+#   own runs (below);
 # - a **null** claim ("no advantage through 320M") is judged at its `margin`, the paper's smallest reported gain
 #   (+0.009, 590M against Highway, quoted in its record): *supported* when a one-sided test puts every comparison's
 #   gain below the margin, *contradicted* only when a gain is shown above it (a significant gain inside the margin
@@ -156,9 +157,10 @@ ledger_shown = display(HTML("<p>The ledger appears here when the page's last cel
 # with its kind, metric, test, margin, scope and design and when they were fixed, is an entry of
 # `rrlib/claims/records.yaml`. A reading chosen after the data (the growth rows' fit over every sublayer) is a
 # later, *exploratory* record shown beside the registered one, which decides the verdict. The detectable gap is set
-# against the effect the paper states (its record's sentence), never against the same data's estimate; for the
-# Review paper's growth with size, the slope per decade of its own runs. Benjamini–Hochberg q over the registered
-# tested rows stands beside each row's p.
+# against the effect the paper states (its record's sentence), never against the same data's estimate: a row whose
+# scope is the paper's own runs tests the very data its effect was estimated from, so it states its detectable gap
+# alone and makes no power statement. The CPU grid's growth with size is set against the slope per decade of the
+# paper's runs. Benjamini–Hochberg q over the registered tested rows stands beside each row's p.
 #
 # A claim about comparisons that must all hold ("over both baselines", "at every N") takes the largest of their
 # unadjusted p-values (the intersection-union test, which needs no correction), and its effect and interval are

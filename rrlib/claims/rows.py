@@ -14,8 +14,9 @@ from .records import Claim
 
 
 def row(claim: Claim, *args, **kwargs) -> dict:
-    """A ledger row of ``claim`` (its paper and label first; the rest as rrlib.report.ledger.row takes them)."""
-    return ledger.row(claim.paper, claim.label, *args, **kwargs)
+    """A ledger row of ``claim`` (its paper and label first; the rest as rrlib.report.ledger.row takes them), which
+    states no power against the paper's effect where the record's scope is the paper's own runs."""
+    return ledger.row(claim.paper, claim.label, *args, own_runs=claim.scope == ledger.OWN_RUNS, **kwargs)
 
 
 def missing(claim: Claim, table: str) -> dict:
@@ -68,8 +69,8 @@ def no_gain(claim: Claim, tests: pd.DataFrame, where: str, evidence: str, alpha:
                   f"one-sided p that every gain is below {margin:g} nats: {below[k]:.2g} ({chosen['size']} vs "
                   f"{chosen['baseline']}, the largest)")
     against = "; ".join(f"{r.size} vs {r.baseline} {r.paired_gap:+.4f}" for r in tests.itertuples())
-    return ledger.row(
-        claim.paper, claim.label,
+    return row(
+        claim,
         f"Review's paired gaps, {len(tests)} comparisons at {where} ({against}); {decided_by}",
         ledger.judge("null", chosen["paired_gap"], p, below[k], p_beyond=beyond[k], alpha=alpha),
         evidence, chosen["paired_gap"], chosen["ci_low"], chosen["ci_high"], p, "none: every comparison must hold",
