@@ -63,7 +63,7 @@ from pathlib import Path
 
 from IPython.display import HTML, display
 
-from rrlib.claims import conversion, family as family_rows, figures, gate, looped, mechanisms, records, review
+from rrlib.claims import conversion, family as family_rows, figures, gate, looped, mechanisms, records, review, sources
 from rrlib.claims import page as claim_page
 from rrlib.claims import rows as claim_rows
 from rrlib.claims.rows import link
@@ -219,20 +219,10 @@ rows.append(claim_rows.missing(CLAIMS["review-gate-neutral"], "01_gates_per_subl
 
 # %%
 claims_runs, committed = finished(claims_root, claims_size, seeds), finished(out_root, claims_size, seeds)
-plan = claims_study.study_plan(claims_size, seeds, claims_root, family)
-planned = sum(len(sweep["variants"]) * len(sweep["seeds"]) for sweep in plan)
-cost = {size: finished(out_root, size, seeds)["train_flops"].mean() for size in (claims_size, wide_size)
-        if size and len(finished(out_root, size, seeds))}
-print(f"This page's study: {planned} runs at {claims_size} ({len(claims_runs)} of its runs under {claims_root} finished"
-      + (f", {claims_runs['minutes'].mean():.1f} min of training each on average" if len(claims_runs) else "") + ")"
-      + (f"; a {wide_size} run costs {cost[wide_size] / cost[claims_size]:.1f}× a {claims_size} run's training FLOPs"
-         if len(cost) == 2 else "") + ".")
 # a retrained method reproduces its committed run (same settings, seeds and machine type): the halves are read
 # against the committed Review, Highway and standard
-if len(claims_runs) and len(committed):
-    again = claims_runs.merge(committed, on=["variant", "seed"], suffixes=("", "_committed"))
-    print(f"{len(again)} retrained runs against their committed results: largest |Δ fixed_loss| "
-          f"{(again['fixed_loss'] - again['fixed_loss_committed']).abs().max():.1g}")
+plan = claims_study.study_plan(claims_size, seeds, claims_root, family)
+print("\n".join(sources.study_note(plan, claims_size, claims_root, claims_runs, committed, out_root, wide_size, seeds)))
 halves_runs = gate.halves_runs(claims_runs, committed, claims_study.GATE_HALVES)
 halves_seeds = gate.halves_seeds(halves_runs)
 if halves_seeds == len(seeds):

@@ -158,3 +158,14 @@ def test_the_forest_shows_every_tested_row_with_an_interval_and_labels_the_explo
                        "verdict": ["supported", "inconclusive", "untested: waiting", "supported"],
                        "ci_low": [0.1, -0.2, np.nan, np.nan]})
     assert page.forest_rows(df)["label"].tolist() == ["a", "a-fit (exploratory)"]
+
+
+def test_the_study_note_counts_the_planned_runs_and_compares_a_retrained_run_with_its_committed_one(tmp_path):
+    own = pd.DataFrame({"variant": ["review", "hc"], "seed": [0, 0], "fixed_loss": [2.0, 2.5], "minutes": [1.0, 2.0]})
+    committed = own.assign(fixed_loss=[2.00003, 2.5])
+    plan = [{"variants": ["review", "hc", "mgr"], "seeds": [0, 1]}]
+    first, second = sources.study_note(plan, "family", "claims", own, committed, str(tmp_path), "family_mini", [0])
+    assert first == "This page's study: 6 runs at family (2 of its runs under claims finished, 1.5 min of training " \
+                    "each on average)."
+    assert second == "2 retrained runs against their committed results: largest |Δ fixed_loss| 3e-05"
+    assert len(sources.study_note(plan, "family", "claims", own.iloc[:0], committed, str(tmp_path), "", [0])) == 1

@@ -1,6 +1,6 @@
 """What page 07 reads besides the records: another page's table, the finished runs of a folder, every depth's probe
-files of page 07's depth part, and the FLOP rate the harness's committed CPU runs reached (which prices an
-out-of-reach claim, rrlib.claims.reach)."""
+files of page 07's depth part, the FLOP rate the harness's committed CPU runs reached (which prices an out-of-reach
+claim, rrlib.claims.reach), and a note of what its own study holds."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -38,3 +38,23 @@ def depth_probes(root: str, sizes, variants, seeds, kind: str) -> pd.DataFrame:
     column."""
     return pd.concat([claims_study.read_probes(root, size, variants, seeds, kind).assign(depth=size)
                       for size in sizes], ignore_index=True)
+
+
+def study_note(plan: list[dict], size: str, root: str, own: pd.DataFrame, committed: pd.DataFrame, out_root: str,
+               wide_size: str, seeds) -> list[str]:
+    """What page 07's family part holds, in a line or two: its planned runs at ``size`` (``plan``: the sweeps of
+    claims_study.study_plan) and how many of them (``own``, under ``root``) have finished, what a run at
+    ``wide_size`` would cost in training FLOPs, and how closely a retrained run reproduced its committed result
+    (``committed``: the same settings and seeds)."""
+    planned = sum(len(sweep["variants"]) * len(sweep["seeds"]) for sweep in plan)
+    cost = {s: finished(out_root, s, seeds)["train_flops"].mean() for s in (size, wide_size)
+            if s and len(finished(out_root, s, seeds))}
+    lines = [f"This page's study: {planned} runs at {size} ({len(own)} of its runs under {root} finished"
+             + (f", {own['minutes'].mean():.1f} min of training each on average" if len(own) else "") + ")"
+             + (f"; a {wide_size} run costs {cost[wide_size] / cost[size]:.1f}× a {size} run's training FLOPs"
+                if len(cost) == 2 else "") + "."]
+    if len(own) and len(committed):
+        again = own.merge(committed, on=["variant", "seed"], suffixes=("", "_committed"))
+        lines.append(f"{len(again)} retrained runs against their committed results: largest |Δ fixed_loss| "
+                     f"{(again['fixed_loss'] - again['fixed_loss_committed']).abs().max():.1g}")
+    return lines
