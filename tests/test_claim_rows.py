@@ -113,7 +113,7 @@ def test_the_looped_transfer_row_holds_only_if_the_supplementary_extension_agree
 
 
 def test_beating_every_baseline_is_decided_by_the_largest_p_and_the_conversion_by_the_default_recipe():
-    from rrlib.claims import family
+    from rrlib.claims import conversion, family
 
     tests = pd.DataFrame({"gap": [0.02, 0.004], "ci_low": [0.01, -0.002], "ci_high": [0.03, 0.01],
                           "p": [0.001, 0.2], "seeds": [8, 8], "detectable": [0.009, 0.011]},
@@ -125,7 +125,7 @@ def test_beating_every_baseline_is_decided_by_the_largest_p_and_the_conversion_b
            "detectable": 0.0026}
     arms = {"without a gate (the code's default)": pd.Series(arm),
             "with the identity gate": pd.Series({**arm, "gap": 0.002, "ci_low": 0.001, "ci_high": 0.003})}
-    made = family.conversion(CLAIMS["delta-conversion"], arms, "s", pd.DataFrame(), 0.02, "e")
+    made = conversion.ends_better(CLAIMS["delta-conversion"], arms, "s", pd.DataFrame(), 0.02, "e")
     assert made["verdict"] == "contradicted" and made["effect"] == -0.0044  # the gated form does not rescue it
 
 

@@ -264,6 +264,33 @@ def test_ledger_rows_and_helpers():
     assert list(unsure) == ledger.COLUMNS
 
 
+def test_a_row_on_the_papers_own_runs_states_its_detectable_gap_with_no_power_statement():
+    from rrlib.claims import records, rows
+
+    assert ledger.OWN_RUNS in records.SCOPES
+    elsewhere = {"verdict": "inconclusive", "detectable": 0.0135, "paper_effect": 0.00898, "margin": np.nan,
+                 "scope": "this harness at CPU scale"}
+    assert ledger.could_see(elsewhere) == "no: detects 0.0135 vs the paper's 0.00898"
+    own = elsewhere | {"scope": ledger.OWN_RUNS}
+    assert ledger.could_see(own) == ("detects 0.0135; the paper's own runs: its effect is this data's estimate, so "
+                                     "no power statement")
+    for answered in ("supported", "contradicted"):  # a verdict reached on them is no power statement either
+        assert ledger.could_see(own | {"verdict": answered}).startswith("detects 0.0135; the paper's own runs")
+    null = own | {"paper_effect": np.nan, "margin": 0.009}  # the margin comes from the same runs' table
+    assert "vs the margin" not in ledger.could_see(null)
+    assert ledger.could_see(own | {"verdict": "untested: waiting"}) == "not yet: waiting"
+    mine = ledger.row("p", "c", "a test", "inconclusive", "e", 0.009, detectable=0.0135, paper_effect=0.00898,
+                      own_runs=True)
+    assert mine["test"] == "a test; the design detects 0.0135" and mine["paper_effect"] == 0.00898
+    claims = records.by_id()
+    made = rows.row(claims["review-grows-with-scale"], "a test", "inconclusive", "e", 0.009, detectable=0.0135,
+                    paper_effect=0.00898)
+    assert made["test"] == "a test; the design detects 0.0135"
+    beside = rows.row(claims["review-size-not-budget"], "a test", "inconclusive", "e", 0.09, detectable=0.19,
+                      paper_effect=0.00898)  # the CPU grid against the paper's slope: a power statement
+    assert beside["test"] == "a test; the design detects 0.19 against the paper's 0.00898"
+
+
 def test_the_abstract_states_each_finding_from_the_tables_and_leaves_out_missing_pages(tmp_path):
     pd.DataFrame({"variant": ["standard", "review", "rezero"], "loss": [2.2, 2.21, 2.4], "seeds": [3, 3, 3],
                   "gap vs standard": [np.nan, -0.01, -0.2], "p (Holm)": [np.nan, 0.5, 0.01],

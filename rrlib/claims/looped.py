@@ -2,7 +2,7 @@
 the 200-step study's before: rrlib.report.looped_study.ledger_tables): 1/N against 1/√N at each seed's optimum
 (every N must hold), the optimum's slope over N under 1/N (equivalence at the record's margin; the supplementary
 edge extension must agree), and the slope contrast between the two scalings. Each returns one ledger row, or None
-while the study has no finished seed."""
+while the study has no finished seed; ``ledger_rows`` makes all three, in progress where a table has none."""
 from __future__ import annotations
 
 import pandas as pd
@@ -10,9 +10,7 @@ from scipy.stats import t as t_dist
 
 from rrlib.report import ledger, looped_study
 
-
-def _row(claim, *args, **kwargs) -> dict:
-    return ledger.row(claim.paper, claim.label, *args, **kwargs)
+from .rows import row
 
 
 def trainability_row(claim, trainable: pd.DataFrame, study: str, evidence: str, alpha: float = 0.05) -> dict | None:
@@ -25,12 +23,12 @@ def trainability_row(claim, trainable: pd.DataFrame, study: str, evidence: str, 
     # the binding N's detectable gap from its interval: half-width = t_{1-α/2}·SE, detectable = (t_{1-α/2} + t_{0.8})·SE
     n_binding = int(done.iloc[ledger.binding(done["p"])]["seeds"])
     t_half, t_power = t_dist.ppf(1 - alpha / 2, n_binding - 1), t_dist.ppf(0.8, n_binding - 1)
-    return _row(claim, f"scaled_loops − scaled at each seed's optimum, {study}, "
-                       f"N = {', '.join(map(str, done['loops']))} "
-                       f"(" + ", ".join(f"N = {n}: {g:+.4f}, p {q:.2g}" for n, g, q in
-                                        zip(done["loops"], done["gap"], done["p"])) + "); the N with the largest p",
-                ledger.judge("directional", effect, p, alpha=alpha), evidence, effect, low, high, p,
-                ledger.NO_CORRECTION, detectable=(high - low) / 2 * (t_half + t_power) / t_half)
+    return row(claim, f"scaled_loops − scaled at each seed's optimum, {study}, "
+                      f"N = {', '.join(map(str, done['loops']))} "
+                      f"(" + ", ".join(f"N = {n}: {g:+.4f}, p {q:.2g}" for n, g, q in
+                                       zip(done["loops"], done["gap"], done["p"])) + "); the N with the largest p",
+               ledger.judge("directional", effect, p, alpha=alpha), evidence, effect, low, high, p,
+               ledger.NO_CORRECTION, detectable=(high - low) / 2 * (t_half + t_power) / t_half)
 
 
 def transfer_row(claim, transfer: pd.DataFrame, study: str, evidence: str, alpha: float = 0.05) -> dict | None:
@@ -64,8 +62,8 @@ def transfer_row(claim, transfer: pd.DataFrame, study: str, evidence: str, alpha
         if as_claim(also) != kind:
             kind = "inconclusive"
             first = also
-    return _row(claim, test, kind, evidence, first["slope"], first["ci_low"], first["ci_high"], first["p"],
-                "none: one slope (the supplementary extension must agree)", detectable=first["mde"], margin=margin)
+    return row(claim, test, kind, evidence, first["slope"], first["ci_low"], first["ci_high"], first["p"],
+               "none: one slope (the supplementary extension must agree)", detectable=first["mde"], margin=margin)
 
 
 def contrast_row(claim, optima: pd.DataFrame | None, study: str, powered: bool, evidence: str,
@@ -80,7 +78,7 @@ def contrast_row(claim, optima: pd.DataFrame | None, study: str, powered: bool, 
     if contrast["parabola"]["n"] < 2:
         return None
     t, g = contrast["parabola"], contrast["grid"]
-    return _row(
+    return row(
         claim,
         f"slope of log₂(optimal lr) per doubling of N, 1/N's − 1/√N's, {study}, paired over the "
         f"{t['n']} seeds with a parabola "
@@ -90,3 +88,18 @@ def contrast_row(claim, optima: pd.DataFrame | None, study: str, powered: bool, 
            if powered else ""),
         ledger.judge("directional", t["effect"], t["p"], alpha=alpha), evidence, t["effect"], t["ci_low"],
         t["ci_high"], t["p"], "none: one comparison (the grid argmin beside it)", detectable=t["mde"])
+
+
+def ledger_rows(claims: dict, trainable: pd.DataFrame | None, transfer: pd.DataFrame | None,
+                optima: pd.DataFrame | None, powered: bool, evidence: str, alpha: float = 0.05) -> list[dict]:
+    """The three looped rows from the study's tables (None where not written), in the ledger's order:
+    trainability, transfer, contrast. ``powered``: the tables are the powered design's (1,000 steps), which reads
+    alone once it has finished; otherwise the 200-step study's."""
+    study = "the powered design (1,000 steps)" if powered else "the 200-step study"
+    made = {"looped-trainability": None if trainable is None else trainability_row(
+                claims["looped-trainability"], trainable, study, evidence, alpha),
+            "looped-transfer": None if transfer is None else transfer_row(
+                claims["looped-transfer"], transfer, study, evidence, alpha),
+            "looped-contrast": contrast_row(claims["looped-contrast"], optima, study, powered, evidence, alpha)}
+    in_progress = ledger.untested("study in progress (no seed has finished every cell)")
+    return [r or row(claims[cid], claims[cid].metric, in_progress, evidence) for cid, r in made.items()]

@@ -1,7 +1,7 @@
 """The mechanism claims' numbers from the depth probes (page 07's depth part): how training grows a rule's scales
 over depth against standard's (Attention Residuals' growth, MGR's activation scales), and how sharply the
-depth-attention rules route (the Delta paper's routing contrast). Each returns per-seed values or a paired test;
-page 07 turns them into rows.
+depth-attention rules route (the Delta paper's routing contrast). Each returns per-seed values or a paired test, and
+the rows built from them (``growth_row``, ``routing_row``) with the tables' views.
 
 The growth of a metric over depth has two readings. The *endpoint* reading, registered first, is log2 of the last
 sublayer's value over the first's. The *fit* (``rrlib.report.probes.depth_growth``: the least-squares slope of log2
@@ -14,6 +14,8 @@ import numpy as np
 import pandas as pd
 
 from rrlib.report import ledger, probes
+
+from .rows import row, unfinished
 
 READINGS = ("endpoint", "fit")
 
@@ -77,3 +79,100 @@ def routing_contrast(routing_probes: pd.DataFrame, base: str, delta: str, alpha:
     return {**ledger.paired((learned[delta] - learned[base])[shared], alpha),
             base: learned[base][shared].mean(), delta: learned[delta][shared].mean(),
             "uniform": routing_probes.loc[routing_probes["variant"] == base, "uniform"].mean()}
+
+
+def activation_table(scales: pd.DataFrame) -> pd.DataFrame:
+    """What each sublayer reads (its RMS), per variant, state and sublayer, one column per seed."""
+    return scales[scales["sublayer"] != "head"].pivot_table(
+        index=["variant", "state", "sublayer", "index"], columns="seed", values="read_rms").reset_index()
+
+
+def routing_table(routing: pd.DataFrame) -> pd.DataFrame:
+    """The largest routing weight of each read beside its uniform weight, one column per seed."""
+    return routing.pivot_table(index=["variant", "state", "sublayer", "index", "n_sources", "uniform"],
+                               columns="seed", values="max_weight").reset_index()
+
+
+GROWTH_VIEW = {"columns": ["rule", "depth", "metric", "standard's learned", "rule's learned", "effect", "ci_low",
+                           "ci_high", "p", "mde", "n", "endpoint_effect", "endpoint_p"],
+               "formats": {c: "{:+.3f}" for c in ("standard's learned", "rule's learned", "effect", "ci_low",
+                                                  "ci_high", "endpoint_effect")}
+               | {"p": "{:.2g}", "mde": "{:.3f}", "endpoint_p": "{:.2g}"},
+               "rename": {"effect": "standard's − the rule's (log₂)", "ci_low": "95 % low", "ci_high": "95 % high",
+                          "p": "paired p", "mde": "detectable (80 %)", "n": "seeds",
+                          "endpoint_effect": "first reading: last/first sublayer", "endpoint_p": "its p"}}
+
+
+def growth_row(claim, growth: pd.DataFrame, variant: str, reading: str, planned: int, evidence: str,
+               alpha: float = 0.05) -> dict:
+    """The growth claim of ``variant`` by one reading of the depth probes (``growth``: ``growth_by_depth``):
+    ``endpoint`` (the registered metric) or ``fit`` (chosen after the probes had been read: exploratory). The claim
+    holds only if it holds at every depth (the largest p); untested while fewer than ``planned`` seeds are in."""
+    if reading not in READINGS:
+        raise ValueError(f"reading {reading!r} is none of {', '.join(READINGS)}")
+    parts = growth[growth["rule"] == variant]
+    done = int(parts["n"].min()) if len(parts) else 0
+    if done < planned:
+        return unfinished(claim, f"the {variant} and standard depth-probe", done, planned)
+    prefix = "endpoint_" if reading == "endpoint" else ""
+    effect, low, high, p = ledger.intersection(*(parts[prefix + c].to_numpy()
+                                                 for c in ("effect", "ci_low", "ci_high", "p")))
+    binding = parts.iloc[ledger.binding(parts[prefix + "p"])]
+    how = ("log₂ of the last sublayer's over the first's" if reading == "endpoint"
+           else "first to last block, fitted over every sublayer")
+    return row(claim, f"learned growth over depth of {binding['metric']} (log₂, {how}; trained − init), "
+               f"standard's − {variant}'s, {done} seeds paired at each depth: " + "; ".join(
+                   f"{r.depth} {getattr(r, prefix + 'effect'):+.3f} (p {getattr(r, prefix + 'p'):.2g})"
+                   for r in parts.itertuples()) + "; the depth with the largest p",
+               ledger.judge("directional", effect, p, alpha=alpha), evidence, effect, low, high, p,
+               ledger.NO_CORRECTION, detectable=binding[prefix + "mde"])
+
+
+def routing_by_depth(depth_routing: pd.DataFrame, depths, alpha: float = 0.05) -> pd.DataFrame:
+    """delta_attnres's deep excess − attnres's at each depth (``routing_contrast``); one row with n 0 without
+    probes."""
+    if not len(depth_routing):
+        return pd.DataFrame({"n": [0]})
+    return pd.DataFrame([{"depth": size, **routing_contrast(depth_routing[depth_routing["depth"] == size], "attnres",
+                                                            "delta_attnres", alpha)} for size in depths])
+
+
+def block_contrast(routing: pd.DataFrame, alpha: float = 0.05) -> dict:
+    """The per-block forms' contrast at the family's size (``routing_contrast``); n 0 while either has no probe."""
+    if not {"attnres_block", "delta_attnres_block"} <= (set(routing["variant"]) if len(routing) else set()):
+        return {"n": 0}
+    return routing_contrast(routing, "attnres_block", "delta_attnres_block", alpha)
+
+
+ROUTING_DEPTH_VIEW = {"columns": ["depth", "attnres", "delta_attnres", "uniform", "effect", "ci_low", "ci_high", "p",
+                                  "mde", "n"],
+                      "formats": {c: "{:+.3f}" for c in ("attnres", "delta_attnres", "effect", "ci_low", "ci_high")}
+                      | {"uniform": "{:.3f}", "p": "{:.2g}", "mde": "{:.3f}"},
+                      "rename": {"attnres": "attnres's learned excess", "delta_attnres": "delta's learned excess",
+                                 "uniform": "mean uniform weight of the reads", "effect": "delta − attnres",
+                                 "ci_low": "95 % low", "ci_high": "95 % high", "p": "paired p",
+                                 "mde": "detectable (80 %)", "n": "seeds"}}
+
+
+def routing_row(claim, by_depth: pd.DataFrame, block: dict, size: str, blocks: int, planned: int, evidence: str,
+                alpha: float = 0.05) -> dict:
+    """Delta AttnRes routes more sharply than AttnRes in deep models: it must hold at every depth (``by_depth``:
+    ``routing_by_depth``; the largest p); the per-block forms at ``size`` (``blocks`` blocks) beside it.
+    Untested while fewer than ``planned`` seeds are in."""
+    done = int(by_depth["n"].min())
+    if done < planned:
+        return unfinished(claim, "the attnres and delta_attnres depth-probe", done, planned)
+    effect, low, high, p = ledger.intersection(by_depth["effect"].to_numpy(), by_depth["ci_low"].to_numpy(),
+                                               by_depth["ci_high"].to_numpy(), by_depth["p"].to_numpy())
+    binding = by_depth.iloc[ledger.binding(by_depth["p"])]
+    beside = (f"; per block at {size} ({blocks} blocks): delta_attnres_block {block['delta_attnres_block']:+.3f}, "
+              f"attnres_block {block['attnres_block']:+.3f}, {block['effect']:+.3f} "
+              f"[{block['ci_low']:+.3f}, {block['ci_high']:+.3f}], p {block['p']:.2g}" if block["n"] >= 2 else "")
+    return row(claim,
+               "largest routing weight over the uniform one, deeper half of the reads, trained − init, delta_attnres "
+               f"− attnres, {done} seeds paired at each depth: " + "; ".join(
+                   f"{r.depth} delta {r.delta_attnres:+.3f}, attnres {r.attnres:+.3f} (uniform {r.uniform:.3f}), "
+                   f"{r.effect:+.3f} (p {r.p:.2g})" for r in by_depth.itertuples())
+               + "; the depth with the larger p" + beside,
+               ledger.judge("directional", effect, p, alpha=alpha), evidence, effect, low, high, p,
+               ledger.NO_CORRECTION, claim.stated_effect, binding["mde"])

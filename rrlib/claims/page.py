@@ -1,5 +1,6 @@
 """Page 07's ledger from its rows and the records: each row joined to its claim's record, Benjamini–Hochberg q beside
-its p, and the ledger as one line per claim with the paper's words, the test and the evidence folded under it."""
+its p, the rows of its forest plot, and the ledger as one line per claim with the paper's words, the test and the
+evidence folded under it."""
 from __future__ import annotations
 
 import html
@@ -29,6 +30,13 @@ def attach(rows: pd.DataFrame, claims) -> pd.DataFrame:
     out["q_bh"] = np.nan
     out.loc[family, "q_bh"] = stats.benjamini_hochberg(out.loc[family, "p"].astype(float))
     return out
+
+
+def forest_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows the forest plot shows: every tested row with an interval, labelled by its id (and exploratory where
+    it is a later reading)."""
+    tested = df[df["verdict"].isin(TESTED) & df["ci_low"].notna()]
+    return tested.assign(label=tested["id"] + tested["status"].map({"exploratory": " (exploratory)"}).fillna(""))
 
 
 def counts(df: pd.DataFrame) -> str:

@@ -1,6 +1,7 @@
-"""Ledger rows built from a claim's record alone, or from a record and one table: a claim registered before its
-runs (``pending``), a claim beyond the CPU with its cost (``beyond_reach``), and a claim of no gain over several
-comparisons judged at its margin (``no_gain``)."""
+"""Ledger rows built from a claim's record alone, or from a record and one table: any row of a record (``row``), a
+row whose input is missing (``missing``, ``unfinished``), a claim registered before its runs (``pending``), a claim
+beyond the CPU with its cost (``beyond_reach``), and a claim of no gain over several comparisons judged at its
+margin (``no_gain``); and the evidence a row cites (``link``)."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,6 +11,28 @@ from rrlib.report import ledger
 
 from . import reach
 from .records import Claim
+
+
+def row(claim: Claim, *args, **kwargs) -> dict:
+    """A ledger row of ``claim`` (its paper and label first; the rest as rrlib.report.ledger.row takes them), which
+    states no power against the paper's effect where the record's scope is the paper's own runs."""
+    return ledger.row(claim.paper, claim.label, *args, own_runs=claim.scope == ledger.OWN_RUNS, **kwargs)
+
+
+def missing(claim: Claim, table: str) -> dict:
+    """Untested: another page's table this row reads has not been built."""
+    return row(claim, "", ledger.untested(f"page table {table}.csv not built"), "")
+
+
+def unfinished(claim: Claim, what: str, done: int, planned: int) -> dict:
+    """Untested: no verdict from fewer seeds than the design's (``done`` of ``planned``)."""
+    return row(claim, "", ledger.untested(f"{what} runs not finished ({done} of {planned} seeds)"), "")
+
+
+def link(page: str, *items: str) -> str:
+    """The evidence: the page, then its tables and figures, as paths relative to the report."""
+    return "; ".join([f"{page}.reader.html"] + [f"tables/{i}.csv" if not i.endswith(".png") else f"figures/{i}"
+                                                for i in items])
 
 
 def pending(claim: Claim, evidence: str = "") -> dict:
@@ -46,8 +69,8 @@ def no_gain(claim: Claim, tests: pd.DataFrame, where: str, evidence: str, alpha:
                   f"one-sided p that every gain is below {margin:g} nats: {below[k]:.2g} ({chosen['size']} vs "
                   f"{chosen['baseline']}, the largest)")
     against = "; ".join(f"{r.size} vs {r.baseline} {r.paired_gap:+.4f}" for r in tests.itertuples())
-    return ledger.row(
-        claim.paper, claim.label,
+    return row(
+        claim,
         f"Review's paired gaps, {len(tests)} comparisons at {where} ({against}); {decided_by}",
         ledger.judge("null", chosen["paired_gap"], p, below[k], p_beyond=beyond[k], alpha=alpha),
         evidence, chosen["paired_gap"], chosen["ci_low"], chosen["ci_high"], p, "none: every comparison must hold",

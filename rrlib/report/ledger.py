@@ -10,7 +10,8 @@ correction (``correction``: which comparisons Holm spans, or none for a claim th
                                        paper's own regime, the one-sided test that the effect is below the paper's
                                        rejects (a gain as large as the paper's is ruled out)
                         inconclusive   neither: the row states the smallest effect its design detects beside the
-                                       paper's, so a reader sees whether it could have seen it
+                                       paper's, so a reader sees whether it could have seen it; on the paper's
+                                       own runs it states it alone (``OWN_RUNS``)
     null claim          supported      the one-sided test that the effect is below ``margin`` rejects: any gain is
     ("no gain")                        smaller than the margin, which is tied to the paper's own effect
                         contradicted   the one-sided test that the effect is above ``margin`` rejects: a gain as large
@@ -27,6 +28,11 @@ correction (``correction``: which comparisons Holm spans, or none for a claim th
                                        the study does not make), with no numbers
                         untested       while the page's own inputs are missing (a table not built, runs not
                                        finished), or for a claim registered before its design has run
+
+The detectable gap is set against the effect the paper states, never against the same data's estimate. A row whose
+scope is the paper's own runs (``OWN_RUNS``) tests data whose effect *is* the paper's effect, so setting the
+design's power against it would be a post hoc power statement: such a row states its detectable gap alone
+(``could_see``, ``row``'s ``own_runs``).
 
 A claim about several comparisons that must all hold ("over both baselines", "at every N") is an intersection-union
 test: its p is the largest of the parts' unadjusted p-values, which needs no further correction, and its effect and
@@ -48,6 +54,8 @@ KINDS = ("directional", "null", "equivalence", "measured")
 COLUMNS = ["paper", "claim", "test", "correction", "effect", "ci_low", "ci_high", "p", "paper_effect", "detectable",
            "margin", "verdict", "evidence"]
 NO_CORRECTION = "none: every part must hold (the largest p)"
+OWN_RUNS = "the paper's own runs"  # a record's scope where the paper's effect is the tested data's own estimate
+NO_POWER = "the paper's own runs: its effect is this data's estimate, so no power statement"
 
 
 def judge(kind: str, effect: float = np.nan, p: float = np.nan, p_margin: float = np.nan,
@@ -160,14 +168,16 @@ def welch(a, b, alpha: float = 0.05) -> dict:
 
 def row(paper: str, claim: str, test: str, verdict: str, evidence: str, effect=np.nan, ci_low=np.nan,
         ci_high=np.nan, p=np.nan, correction: str = "", paper_effect=np.nan, detectable=np.nan,
-        margin=np.nan) -> dict:
-    """One ledger row. An inconclusive row says what its design could see, beside the paper's effect."""
+        margin=np.nan, own_runs: bool = False) -> dict:
+    """One ledger row. An inconclusive row says what its design could see, beside the paper's effect; alone where
+    the row tests the paper's own runs (``own_runs``), whose effect is the same data's estimate."""
     if verdict not in VERDICTS and not verdict.startswith(("untested: ", "out of reach: ")):
         raise ValueError(f"verdict {verdict!r} is none of {', '.join(VERDICTS)} (untested or out of reach with its "
                          f"reason)")
     if verdict == "inconclusive" and np.isfinite(detectable):
         seen = f"the design detects {detectable:.4g}"
-        test += f"; {seen}" + (f" against the paper's {paper_effect:.4g}" if np.isfinite(paper_effect) else "")
+        test += f"; {seen}" + (f" against the paper's {paper_effect:.4g}" if np.isfinite(paper_effect) and not own_runs
+                               else "")
     values = (paper, claim, test, correction, effect, ci_low, ci_high, p, paper_effect, detectable, margin,
               verdict, evidence)
     return dict(zip(COLUMNS, values))
@@ -187,7 +197,9 @@ def ledger(rows: list[dict]) -> pd.DataFrame:
 
 def could_see(r) -> str:
     """Whether the row's design could have answered its claim: its detectable gap (80 % power) beside the effect the
-    paper states, or beside the margin of a claim of no difference. ``r`` is a ledger row (a mapping)."""
+    paper states, or beside the margin of a claim of no difference. A row on the paper's own runs (its ``scope``
+    ``OWN_RUNS``) states its detectable gap alone: the paper's effect, and the margin taken from it, are estimates
+    from the same runs, and power judged against them would be post hoc. ``r`` is a ledger row (a mapping)."""
     kind, _, reason = r["verdict"].partition(": ")
     seen, paper = r.get("detectable", float("nan")), r.get("paper_effect", float("nan"))
     margin = r.get("margin", float("nan"))
@@ -195,6 +207,8 @@ def could_see(r) -> str:
         return f"no: {reason}"
     if kind == "untested":
         return f"not yet: {reason}"
+    if r.get("scope") == OWN_RUNS:
+        return f"detects {seen:.3g}; {NO_POWER}" if pd.notna(seen) else NO_POWER
     against = f" vs the paper's {abs(paper):.3g}" if pd.notna(paper) else ""
     if kind in ("supported", "contradicted"):  # a verdict reached is a question answered
         return f"yes: answered (detects {seen:.3g}{against})" if pd.notna(seen) else "yes: a measurement"
