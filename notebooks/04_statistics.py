@@ -37,7 +37,7 @@ if "google.colab" in sys.modules:
 # with scale, what happens to calibration, and how much training did each size get?
 #
 # **Method.** The paper's 42 runs (its published CSV) and ours (every finished result under the run folders) go
-# through the same functions of `rrlib.report.stats`; series that turn one dial at a fixed width, like the depth ablation
+# through the same functions of `rrlib.stats`; series that turn one dial at a fixed width, like the depth ablation
 # of notebook 2, are not points on the scale axis and stay out. A seed fixes the batch order and evaluation windows
 # for every variant, so per-seed differences carry the signal; we keep the paper's Welch test beside the paired
 # test, and correct the paired p-values with Holm's step-down procedure over each family of (size, baseline)
@@ -52,7 +52,7 @@ if "google.colab" in sys.modules:
 # `val_loss`, which is therefore their metric. Every "no difference" comes with the smallest gap the design could
 # have detected (α = 0.05, 80 % power, at the spread of the paired differences it met), or a TOST with a stated
 # margin. There is no bootstrap interval: with three or five seeds its percentiles are single resamples
-# (`rrlib.report.stats.bootstrap_allowed`); the t-interval is the interval.
+# (`rrlib.stats.bootstrap_allowed`); the t-interval is the interval.
 
 # %% tags=["parameters"]
 out_root = "outputs/runs"  # our run folders, every size found there
@@ -69,7 +69,7 @@ mini_power_seeds = 10  # its seeds, 0 to mini_power_seeds - 1, fixed from its pi
 pilot_sizes = ["review_power_micro", "review_power_mini"]  # the two widths whose pilots size the powered study
 power_target = 0.010  # nats: the gap the powered study must detect (80 % power, paired)
 alpha = 0.05
-n_boot = 10000  # bootstrap resamples per comparison, where the seeds allow one (rrlib.report.stats.bootstrap_allowed)
+n_boot = 10000  # bootstrap resamples per comparison, where the seeds allow one (rrlib.stats.bootstrap_allowed)
 secondary_metric = "val_loss"  # the paper's evaluation, beside our primary fixed_loss
 equivalence_margin = 0.02  # nats: the recipe ablation's "no change" is tested as |difference| < this (TOST)
 figures_dir = None  # the report's figure folder; None shows figures without writing them
@@ -84,7 +84,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from rrlib import ModelConfig, TrainConfig, results_table
-from rrlib.report import loading, plots, power_study, stats, tables
+from rrlib.report import loading, plots, power_study, tables
+from rrlib import stats
 from rrlib.runs.arguments import variant_list
 from rrlib.runs.config import project_path
 
@@ -350,7 +351,7 @@ else:
 # the per-seed differences on `fixed_loss` is 0.0210 (standard − review) and 0.0207 (highway − review); its held-out
 # loss still falls by at least 0.027 nats over the last 400 steps of every run (no overfitting after 2.4 passes).
 # **Design:** the seeds at which the detectable gap at SD 0.0210 is at most 0.010 nats,
-# `rrlib.report.verdict.seeds_needed(0.0210, 0.010)` = **37 seeds** (0–36; 4 seeds detect 0.045): 111 runs at
+# `rrlib.stats.verdict.seeds_needed(0.0210, 0.010)` = **37 seeds** (0–36; 4 seeds detect 0.045): 111 runs at
 # about 3.7 CPU-minutes each beside one other training process, about 7 CPU-hours, within the 12 the CPU is given
 # per comparison. The pilot's seeds are part of the design (an internal pilot: the SD it met sets the count, not
 # the gap). The runs go through `rrlib compare --size review_power_micro --variants review --against

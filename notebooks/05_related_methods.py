@@ -89,7 +89,8 @@ import pandas as pd
 import seaborn as sns
 
 from rrlib import GPT, RULES, load_preset, resolve_run, results_table
-from rrlib.report import loading, looped_study, plots, power_study, stats, tables
+from rrlib.report import loading, looped_study, plots, power_study, tables
+from rrlib import stats
 from rrlib.runs.arguments import loaded_rules, seed_list, variant_list
 from rrlib.runs.config import run_folder
 from rrlib.runs.data import unigram_entropy
@@ -276,7 +277,7 @@ if wide is not None:
 # 80 % power, α 0.05, paired t) for Delta AttnRes against standard and against AttnRes, and MGR against standard.
 # **Pilot** (seeds 0–3 at commit 4de8d85, `scripts/power_study.sh`; the study's runs lie under `outputs/power/runs/`): paired SD on `fixed_loss` 0.0059 (standard −
 # delta_attnres), 0.0406 (attnres − delta_attnres), 0.0161 (standard − mgr); the held-out loss still falls by at
-# least 0.2 nats between its last two evaluations. **Design:** `rrlib.report.verdict.seeds_needed(sd, 0.017)` gives
+# least 0.2 nats between its last two evaluations. **Design:** `rrlib.stats.verdict.seeds_needed(sd, 0.017)` gives
 # 4, **47** and 10 seeds; the largest sets the design, **47 seeds** (0–46) of the four rules, 188 runs at about
 # 2.3 CPU-minutes each, about 7 CPU-hours. The pilot's seeds are part of the design. The runs go through `rrlib
 # compare --size family_power --variants delta_attnres --against standard,attnres --seeds 47` (Holm over its

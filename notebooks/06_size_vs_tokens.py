@@ -64,7 +64,8 @@ import pandas as pd
 from IPython.display import display
 
 from rrlib import load_preset, resolve_run, results_table
-from rrlib.report import plots, stats, tables
+from rrlib.report import plots, tables
+from rrlib import stats
 from rrlib.runs.arguments import variant_list
 from rrlib.runs.config import project_path
 from rrlib.runs.rundata import load_run_data

@@ -68,7 +68,9 @@ from rrlib.claims import page as claim_page
 from rrlib.claims import rows as claim_rows
 from rrlib.claims.rows import link
 from rrlib.claims.sources import cpu_rate, depth_probes, finished, page_table as read_table
-from rrlib.report import claims_study, ledger, looped_study, plots, power_study, stats, tables
+from rrlib.report import claims_study, looped_study, plots, power_study, tables
+from rrlib import stats
+from rrlib.stats import ledger
 from rrlib.runs.arguments import seed_list
 from rrlib.runs.config import project_path
 from rrlib.runs.presets import load_preset
@@ -133,7 +135,7 @@ ledger_shown = display(HTML("<p>The ledger appears here when the page's last cel
 #
 # Every number is read from files the code wrote: the other pages' tables (`paper/tables/*.csv`), result files
 # under `outputs/`, and the probe files of this page's own runs. **One verdict rule** turns each row's numbers into
-# its word (`rrlib.report.ledger.judge`, unit-tested on constructed cases), at α = 0.05 on the p-value after the
+# its word (`rrlib.stats.ledger.judge`, unit-tested on constructed cases), at α = 0.05 on the p-value after the
 # correction the row names in its `correction` column:
 #
 # - a **directional** claim (a gain, less growth, sharper routing) is *supported* when its effect is positive and

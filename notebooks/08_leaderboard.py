@@ -100,7 +100,7 @@ if stage.get("judged", 0):
 #   widening, 1,200 steps of 16 × 128 byte tokens) at the same seeds as standard. A seed fixes the batch order and
 #   the held-out windows for every rule, so the design is paired: the test reads each seed's difference.
 # - **Gap and interval.** The mean of standard − rule on `fixed_loss` over the seeds both have, with its 95 %
-#   paired-t interval (`rrlib.report.verdict.compare_pairs`, the function `rrlib compare` calls). A pair where
+#   paired-t interval (`rrlib.stats.verdict.compare_pairs`, the function `rrlib compare` calls). A pair where
 #   either rule diverged on a seed is *diverged*, with no test, as `rrlib compare` marks it.
 # - **Correction.** Holm over the board's comparisons: every rule judged at all the study's seeds, as the study's
 #   last compare call judges them in one call. Until that call has run the page makes the same call on the

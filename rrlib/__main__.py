@@ -298,7 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pilot-seeds", type=int, default=4, help="seeds of the pilot with --detect (default: 4)")
     p.add_argument("--max-seeds", type=int, default=16, help="the most seeds --detect may add up to (default: 16)")
     p.add_argument("--margin", type=float, default=None,
-                   help="equivalence margin in nats (default: rrlib.report.verdict.DEFAULT_MARGIN, 0.01, about the "
+                   help="equivalence margin in nats (default: rrlib.stats.verdict.DEFAULT_MARGIN, 0.01, about the "
                         "smallest gain the Review paper reports)")
     p.add_argument("--alpha", type=float, default=0.05, help="test level (default: 0.05)")
     p.add_argument("--no-timing", action="store_true", help="skip the step-time-per-FLOP measurement")

@@ -116,7 +116,8 @@ def test_the_page_joins_each_row_to_its_record_and_puts_bh_q_on_the_registered_t
     import numpy as np
 
     from rrlib.claims import page
-    from rrlib.report import ledger, stats
+    from rrlib import stats
+    from rrlib.stats import ledger
 
     by = records.by_id(CLAIMS)
     rows = ledger.ledger([

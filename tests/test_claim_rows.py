@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from rrlib.claims import mechanisms, records, rows
-from rrlib.report import ledger
+from rrlib.stats import ledger
 
 CLAIMS = records.by_id()
 
@@ -78,7 +78,7 @@ def test_the_paper_run_rows_state_1b_as_the_paper_does_beside_the_paired_reading
     from pathlib import Path
 
     from rrlib.claims import review
-    from rrlib.report import stats
+    from rrlib import stats
 
     root = Path(__file__).resolve().parents[1]
     tests = pd.read_csv(root / "paper/tables/04_paper_tests.csv")

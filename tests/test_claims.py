@@ -12,9 +12,10 @@ from scipy.stats import t as stats_t
 import torch
 
 from rrlib.model import GPT, ModelConfig, count_params
-from rrlib.report import index, ledger, probes
+from rrlib.report import index, probes
+from rrlib.stats import ledger
 from rrlib.runs.checkpoints import WEIGHTS_FILE, start_from
-from rrlib.runs.config import ConfigError, RunConfig
+from rrlib.runs.config import ConfigError
 from rrlib.runs.presets import resolve_run
 from rrlib.runs.runfiles import fingerprint, recorded_identity, run_identity
 

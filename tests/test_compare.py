@@ -1,12 +1,13 @@
-"""``rrlib compare`` (rrlib.compare) and its statistics (rrlib.report.verdict): end to end at tiny with a rule file,
-the verdict file against rrlib.report.stats, the verdict words, the design sized for a detectable gap, bad flags."""
+"""``rrlib compare`` (rrlib.compare) and its statistics (rrlib.stats.verdict): end to end at tiny with a rule file,
+the verdict file against rrlib.stats, the verdict words, the design sized for a detectable gap, bad flags."""
 import json
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from rrlib.report import stats, verdict
+from rrlib import stats
+from rrlib.stats import verdict
 
 
 

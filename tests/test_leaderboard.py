@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from rrlib.report import leaderboard
-from rrlib.report.verdict import compare_pairs
+from rrlib.stats.verdict import compare_pairs
 from rrlib.runs.config import ConfigError
 
 SEEDS = 6

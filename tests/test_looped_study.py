@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from rrlib.report import looped_study as ls
-from rrlib.report.stats import detectable_gap
+from rrlib.stats import detectable_gap
 
 
 def curves(optimum_of_n, seeds=range(5), noise=0.0, lrs=None, variant="rule", rng=None):
@@ -181,7 +181,7 @@ def test_the_pilot_fixes_the_most_seeds_either_estimator_needs_but_never_fewer_t
     contrast = pd.DataFrame([{"estimator": "parabola", "n": 4, "effect": 0.3, "sd": 0.2},
                              {"estimator": "grid", "n": 4, "effect": 0.3, "sd": 0.3}])
     fixed = ls.pilot_design(contrast, pilot, 4).set_index("estimator")
-    from rrlib.report.verdict import seeds_needed
+    from rrlib.stats.verdict import seeds_needed
 
     assert fixed.loc["grid", "seeds_needed"] == seeds_needed(0.3, ls.CONTRAST_TARGET) > len(ls.POWER.seeds)
     assert (fixed["design_seeds"] == seeds_needed(0.3, ls.CONTRAST_TARGET)).all()

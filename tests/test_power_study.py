@@ -6,8 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rrlib.report import power_study, verdict
-from rrlib.report.stats import detectable_gap
+from rrlib.report import power_study
+from rrlib.stats import verdict
+from rrlib.stats import detectable_gap
 
 
 def losses(**by_variant):

@@ -1,4 +1,4 @@
-"""rrlib.report.stats: the paper's headline and Welch statistics, paired tests, Holm, edge cases, verdicts."""
+"""rrlib.stats: the paper's headline and Welch statistics, paired tests, Holm, edge cases, verdicts."""
 import warnings
 
 import numpy as np
@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from rrlib.report import stats
+from rrlib import stats
 
 HEADLINE = {  # the paper's table: mean val_loss per size for review, highway, standard
     "60M": (1.6891, 1.6923, 1.6805), "150M": (1.5576, 1.5625, 1.5548), "320M": (1.5001, 1.5042, 1.5037),
@@ -330,7 +330,7 @@ def _grid(gap_of, noise=0.0, seeds=range(4)):
 
 
 def test_gap_factors_recovers_which_factor_the_gap_follows():
-    from rrlib.report.stats import gap_factors
+    from rrlib.stats import gap_factors
 
     exact = gap_factors(_grid(lambda ls, lt: 0.01 - 0.05 * lt, noise=1e-4)).set_index("term")
     assert exact.loc["log10_tokens_per_param", "coef"] == pytest.approx(-0.05, abs=1e-3)
@@ -343,7 +343,7 @@ def test_gap_factors_recovers_which_factor_the_gap_follows():
 
 
 def test_gap_factors_refuses_collinear_size_and_tokens():
-    from rrlib.report.stats import gap_factors
+    from rrlib.stats import gap_factors
 
     df = _grid(lambda ls, lt: 0.0, noise=1e-3)
     df["tokens_per_param"] = 1 / df["params_M"]  # the paper's design: tokens per parameter fall as size grows

@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 import torch
 
-from rrlib.report import stats, verdict
+from rrlib import stats
+from rrlib.stats import verdict
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.usefixtures("registry_as_it_was")

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from rrlib.report import ledger, stats, verdict
+from rrlib import stats
+from rrlib.stats import ledger, verdict
 from rrlib.report.claims_study import CONVERTED
 
 from .rows import row, unfinished

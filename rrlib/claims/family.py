@@ -7,14 +7,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from rrlib.report import ledger, verdict
+from rrlib.stats import ledger, verdict
 
 from .rows import link, missing, row
 
 
 def paired(runs: pd.DataFrame, variant: str, baselines, alpha: float = 0.05) -> pd.DataFrame:
     """baseline − variant per baseline, paired by seed, Holm over the baselines: the compare engine's one method
-    (rrlib.report.verdict.compare_pairs, which ``python -m rrlib compare`` runs too), indexed by baseline."""
+    (rrlib.stats.verdict.compare_pairs, which ``python -m rrlib compare`` runs too), indexed by baseline."""
     return verdict.compare_pairs(runs, [variant], list(baselines), alpha=alpha).set_index("baseline")
 
 

@@ -11,7 +11,8 @@ import pandas as pd
 import torch
 
 from rrlib.model import GPT, count_params
-from rrlib.report import gates, ledger, loading
+from rrlib.report import gates, loading
+from rrlib.stats import ledger
 from rrlib.runs.presets import resolve_run
 
 from .family import paired

@@ -8,7 +8,8 @@ from __future__ import annotations
 import pandas as pd
 from scipy.stats import t as t_dist
 
-from rrlib.report import ledger, looped_study
+from rrlib.report import looped_study
+from rrlib.stats import ledger
 
 from .rows import row
 

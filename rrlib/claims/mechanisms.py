@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from rrlib.report import ledger, probes
+from rrlib.report import probes
+from rrlib.stats import ledger
 
 from .rows import row, unfinished
 

@@ -8,7 +8,8 @@ import html
 import numpy as np
 import pandas as pd
 
-from rrlib.report import ledger, stats
+from rrlib import stats
+from rrlib.stats import ledger
 
 TESTED = ("supported", "contradicted", "inconclusive")
 # the pages' tables right-align their cells; a ledger line reads from the left

@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 from scipy.stats import t as t_dist
 
-from rrlib.report import ledger, stats
+from rrlib import stats
+from rrlib.stats import ledger
 
 from .rows import link, missing, no_gain, row
 

@@ -7,14 +7,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from rrlib.report import ledger
+from rrlib.stats import ledger
 
 from . import reach
 from .records import Claim
 
 
 def row(claim: Claim, *args, **kwargs) -> dict:
-    """A ledger row of ``claim`` (its paper and label first; the rest as rrlib.report.ledger.row takes them), which
+    """A ledger row of ``claim`` (its paper and label first; the rest as rrlib.stats.ledger.row takes them), which
     states no power against the paper's effect where the record's scope is the paper's own runs."""
     return ledger.row(claim.paper, claim.label, *args, own_runs=claim.scope == ledger.OWN_RUNS, **kwargs)
 

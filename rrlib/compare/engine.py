@@ -1,7 +1,7 @@
 """One comparison from request to verdict: plan, estimate, train what is missing, size the design, test, time.
 
 The design is paired by seed: a seed fixes the batch order and the evaluation windows for every variant, so the
-per-seed difference on ``fixed_loss`` carries the signal (rrlib.report.verdict). With ``detect`` the seed count is
+per-seed difference on ``fixed_loss`` carries the signal (rrlib.stats.verdict). With ``detect`` the seed count is
 not given but sized: a pilot of ``pilot_seeds`` seeds measures the SD of every pair's differences, the seeds the
 largest SD needs for the target detectable gap are added (``verdict.design_seeds``: 80 % power at Holm's α over
 the call's comparisons, from the SD's upper 80 % bound), and the SD is measured again over them, until every
@@ -31,8 +31,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..report.stats import detectable_gap
-from ..report.verdict import (ALPHA, DEFAULT_MARGIN, METRIC, POWER, compare_pairs, design_seeds, mark_diverged,
+from ..stats import detectable_gap
+from ..stats.verdict import (ALPHA, DEFAULT_MARGIN, METRIC, POWER, compare_pairs, design_seeds, mark_diverged,
                               mark_identical, paired_power, sd_upper_bound)
 from ..rules.external import GIVEN, rule_source
 from ..runs.config import ConfigError, RunConfig, project_path
@@ -298,7 +298,7 @@ def step_times(req: Request) -> dict[str, float]:
 
 
 def verdict_table(req: Request, table: pd.DataFrame, design: dict, timing: dict | None) -> pd.DataFrame:
-    """The pairs' statistics (rrlib.report.verdict) with each side's parameters, FLOPs and step time per FLOP."""
+    """The pairs' statistics (rrlib.stats.verdict) with each side's parameters, FLOPs and step time per FLOP."""
     seeds = design["seeds"]
     rows = compare_pairs(table, req.variants, req.baselines, req.metric, req.margin, req.alpha, seeds=seeds)
     rows = mark_diverged(mark_identical(rows), table, seeds, req.metric)

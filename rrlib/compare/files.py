@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..report.verdict import sentence
+from ..stats.verdict import sentence
 from ..runs.output_paths import FILE, checked_output
 from ..runs.provenance import git_commit
 from ..version import __version__

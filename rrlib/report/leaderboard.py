@@ -1,5 +1,5 @@
 """The leaderboard (page 08): every rule of the family against the standard residual at one size, one row per
-rule, sorted by the paired gap, every statistic from the compare engine (rrlib.report.verdict.compare_pairs).
+rule, sorted by the paired gap, every statistic from the compare engine (rrlib.stats.verdict.compare_pairs).
 
 The board is the leaderboard study's (scripts/leaderboard_study.py): its rules, size, seeds, baseline and run
 folder, and its plan of the seeds each rule stands at within the budget. Each rule's row is at one of four stages:
@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from ..runs.config import ConfigError, project_path
-from .verdict import METRIC, compare_pairs, mark_diverged, mark_identical
+from ..stats.verdict import METRIC, compare_pairs, mark_diverged, mark_identical
 
 STUDY_SCRIPT = "scripts/leaderboard_study.py"
 BOARD_VERDICT = "board/verdict.csv"  # under the study's OUT: its last compare call's verdict file

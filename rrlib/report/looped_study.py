@@ -22,7 +22,7 @@ The estimator, stated before the runs (the primary metric is the fixed held-out 
    95 % interval excludes 0; it *transfers* if a two-one-sided test (TOST, α = 0.05) puts the slope within
    ±1/6 per doubling, i.e. the optimum at N = 8 within a factor √2 (one grid step) of the one at N = 1;
    otherwise the test is *undecided*. No bootstrap: with five seeds it has 126 distinct resamples and its
-   percentiles sit on single resamples (see `rrlib.report.stats.bootstrap_allowed`).
+   percentiles sit on single resamples (see `rrlib.stats.bootstrap_allowed`).
 4. Stalled runs (final loss within 0.05 nats of the training tokens' unigram entropy: they learned byte
    frequencies only) are counted per cell. The verdict is computed with them and, beside it, with them
    excluded (a stalled run's learning rate is then missing for that seed).
@@ -51,9 +51,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from .ledger import paired
-from .stats import detectable_gap
-from .verdict import seeds_needed
+from ..stats.ledger import paired
+from ..stats import detectable_gap
+from ..stats.verdict import seeds_needed
 
 RULES = ("scaled", "scaled_loops", "review")
 LOOPS = (1, 2, 4, 8)
@@ -214,7 +214,7 @@ def trainability(optima: pd.DataFrame, reference: str = "scaled", baseline: str 
                  alpha: float = 0.05) -> pd.DataFrame:
     """Per N: baseline − reference of the loss at each seed's grid optimum (positive favours the reference),
     paired over seeds, with its t-interval, paired p and Holm's p over the N where the two rules differ."""
-    from .stats import holm
+    from ..stats import holm
 
     rows = []
     for loops, part in optima.groupby("loops", sort=True):

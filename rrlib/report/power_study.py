@@ -14,7 +14,9 @@ from ..runs.config import project_path, run_folder
 from ..runs.presets import resolve_run
 from ..runs.rundata import load_run_data
 from ..runs.sweep import results_table
-from . import stats, tables, verdict
+from . import tables
+from .. import stats
+from ..stats import verdict
 from .loading import read_metrics
 
 PILOT_SEEDS = 4  # a pilot is seeds 0-3 of every rule of the design (the issue asks for at least 4)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import ledger
+from ..stats import ledger
 from .tables import fmt_p as _p  # the pages' p-value format: two significant digits, – when missing
 
 BLOCK = re.compile(r"(<!-- rrlib:(?P<name>[a-z0-9_]+) -->\n)(?P<body>.*?)(<!-- /rrlib:(?P=name) -->)", re.S)

@@ -9,7 +9,6 @@ It imports no torch or pandas of its own; the rules and the seed check are loade
 """
 from __future__ import annotations
 
-import argparse
 
 import yaml
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import os
 from dataclasses import dataclass
 from pathlib import Path
 

@@ -45,7 +45,7 @@ import torch
 
 from ..rules.native import target_isa
 from ..runs.checkpoints import write_bytes_atomic, write_json_atomic
-from ..runs.config import ConfigError, given_path, project_path
+from ..runs.config import given_path, project_path
 from ..runs.data import TOKENIZERS, get_tokenizer, iter_stories
 from ..runs.arguments import variant_list
 from ..runs.output_paths import FILE, checked_output

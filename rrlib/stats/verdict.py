@@ -9,7 +9,7 @@ windows), and reports
   paired t-interval and two-sided paired-t ``p``;
 - ``p_holm``: Holm's adjustment of ``p`` over the comparisons of the call (the family is what one call asks);
 - ``detectable``: the smallest true gap the design detects with 80 % power at level α (paired t, at the SD of
-  the differences it met; rrlib.report.stats.detectable_gap);
+  the differences it met; rrlib.stats.detectable_gap);
 - ``p_equivalent`` and its Holm adjustment: the TOST p that the true gap lies within ±``margin``;
 - ``verdict``: one word by ``verdict_word``.
 
@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from .ledger import paired
-from .stats import detectable_gap, equivalence_p, holm
+from . import detectable_gap, equivalence_p, holm
 
 ALPHA = 0.05
 DEFAULT_MARGIN = 0.01  # nats: the smallest gain the Review paper reports (see the module docstring)

@@ -132,7 +132,7 @@ def intersection(effects, lows, highs, ps) -> tuple[float, float, float, float]:
 
 def paired(diffs, alpha: float = 0.05) -> dict:
     """Mean of per-seed differences, its t-interval, paired p and the smallest mean the design detects."""
-    from .stats import detectable_gap
+    from . import detectable_gap
 
     d = np.asarray(diffs, dtype=float)
     n = len(d)
