@@ -51,15 +51,15 @@ figures_dir = None  # the report's figure folder; None shows figures without wri
 from IPython.display import HTML, display
 
 from rrlib.report import leaderboard, plots, tables
+from rrlib.report import leaderboard_study as study
 from rrlib.runs.config import project_path
 
 plots.use_style()
-study = leaderboard.load_study()
 rules = [study.BASELINE, *study.board()]
 
 # %%
 ratios = leaderboard.bench_ratios(bench_files, bench_size, study.SIZE)
-plan = leaderboard.study_plan(study, budget_cpu_hours, ratios)
+plan = leaderboard.study_plan(budget_cpu_hours, ratios)
 runs = leaderboard.done_runs(study.RUNS, study.SIZE, rules, range(study.SEEDS))
 board_file = project_path(study.OUT) / leaderboard.BOARD_VERDICT
 board = leaderboard.leaderboard(plan, runs, leaderboard.model_counts(study.SIZE, rules), ratios, study.BASELINE,

@@ -5,13 +5,10 @@ delta_attnres and mgr have all 47).
     scripts/py scripts/leaderboard_study.py                      # the plan and its cost; trains nothing
     scripts/py scripts/leaderboard_study.py --run --budget 20    # train it, JOBS (default 2) at a time
 
-The plan is printed first: per rule, the seeds already finished, the runs to train, the CPU-minutes a run takes and
-the CPU-hours. Minutes per run: a rule with finished ``family_power`` runs, their median; any other, the median of
-the committed standard runs times the rule's step time over standard's, measured here by ``rrlib bench`` (every
-rule in one process, interleaved single steps at one thread, each timed by the thread's CPU time; a busy machine
-still moves a ratio by several per cent). Rules are taken in order, the new ones and Review first, then the rest of the ``family``
-preset's; each gets all 47 seeds while the budget lasts, the first that does not fit gets the seeds the rest of
-the budget buys (none below 4, a pilot's seeds), and so on (the plan says at what seeds each rule stands).
+The plan (rrlib.report.leaderboard_study, which page 08 reads too) is printed first: per rule, the seeds already
+finished, the runs to train, the CPU-minutes a run takes and the CPU-hours. A rule without finished runs is priced by
+its step time over standard's, measured here by ``rrlib bench`` (every rule in one process, interleaved single steps
+at one thread, each timed by the thread's CPU time; a busy machine still moves a ratio by several per cent).
 
 With --run, each rule is one design as in scripts/power_study.sh: ``rrlib compare --variants RULE --against
 standard`` in JOBS shards side by side, each on one thread, then once more for its verdict (outputs/power/
@@ -30,24 +27,10 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SIZE, SEEDS, BASELINE = "family_power", 47, "standard"
-RUNS, OUT, LOGS = "outputs/power/runs", "outputs/power/leaderboard", "outputs/logs"
-NEW_RULES = ("denseformer", "dynamic_dense", "laurel_rw", "laurel_lr", "value_residual")
-FIRST = (*NEW_RULES, "review")  # the issue's order: the new rules and Review before the rest
-BUDGET_CPU_HOURS = 20.0
-MIN_SEEDS = 4  # the fewest seeds a rule is run at (rrlib.report.power_study's pilot)
+sys.path.insert(0, str(ROOT))  # the checkout's rrlib, where the study's runs are
 
-
-def board() -> list[str]:
-    """Every rule of the board in the order it is run: ``FIRST``, then the ``family`` preset's other rules."""
-    from rrlib.runs.presets import load_preset
-    rest = [v for v in load_preset("family").variants if v not in FIRST and v != BASELINE]
-    return [*FIRST, *rest]
-
-
-def finished_seeds(rule: str) -> set[int]:
-    from rrlib.report.power_study import design_runs
-    return set(design_runs(RUNS, SIZE, [rule], range(SEEDS))["seed"])
+from rrlib.report.leaderboard_study import (BASELINE, BUDGET_CPU_HOURS, LOGS, OUT, RUNS, SEEDS, SIZE,
+                                          minutes_per_run, plan)
 
 
 def step_ratios(rules: list[str], repeats: int = 10) -> dict[str, float]:
@@ -59,39 +42,6 @@ def step_ratios(rules: list[str], repeats: int = 10) -> dict[str, float]:
                         ",".join([BASELINE, *rules]), "--device", "cpu", "--steps", "1", "--repeats", str(repeats),
                         "--threads", "1", "--out", str(out)], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
         return {row["variant"]: row["step_time_vs_standard"] for row in json.loads(out.read_text())["results"]}
-
-
-def minutes_per_run() -> dict[str, float]:
-    """CPU-minutes one run of each rule takes: its finished runs' median, else the median of standard's times the
-    rule's step ratio (``step_ratios``)."""
-    from rrlib.report.power_study import design_runs
-    runs = design_runs(RUNS, SIZE, [BASELINE, *board()], range(SEEDS))
-    measured = runs.groupby("variant")["minutes"].median().to_dict()
-    if BASELINE not in measured:
-        raise SystemExit(f"no finished {SIZE} {BASELINE} runs under {RUNS}: the board reuses them (copy them in)")
-    unmeasured = [rule for rule in board() if rule not in measured]
-    ratios = step_ratios(unmeasured) if unmeasured else {}
-    return {rule: measured.get(rule) or measured[BASELINE] * ratios[rule] for rule in board()}
-
-
-def plan(budget: float) -> list[dict]:
-    """One row per rule: seeds finished, the seeds it stands at within ``budget`` CPU-hours, the runs to train
-    for them, minutes per run, and the CPU-hours they cost."""
-    rows, left = [], budget * 60
-    for rule, minutes in minutes_per_run().items():
-        done = finished_seeds(rule)
-        missing = [s for s in range(SEEDS) if s not in done]
-        affordable = int(left // minutes) if minutes > 0 else len(missing)
-        # the seeds 0..n-1 it stands at: all 47, or as many as the rest of the budget trains
-        seeds = SEEDS if affordable >= len(missing) else next(
-            n for n in range(SEEDS, -1, -1) if sum(s not in done for s in range(n)) <= affordable)
-        if seeds < MIN_SEEDS:  # fewer seeds than a pilot's make no verdict worth a row
-            seeds = len(done) if len(done) >= MIN_SEEDS and done == set(range(len(done))) else 0
-        train = sum(s not in done for s in range(seeds))
-        left -= train * minutes
-        rows.append({"rule": rule, "finished": len(done), "seeds": seeds, "to_train": train, "minutes": minutes,
-                     "cpu_hours": train * minutes / 60, "all_seeds_cpu_hours": len(missing) * minutes / 60})
-    return rows
 
 
 def print_plan(rows: list[dict], budget: float) -> None:
@@ -134,8 +84,10 @@ def main(argv=None) -> int:
         parser.error("--budget must be at least 0 and --jobs at least 1")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.chdir(ROOT)
-    sys.path.insert(0, str(ROOT))
-    rows = plan(args.budget)
+    try:
+        rows = plan(args.budget, minutes_per_run(step_ratios))
+    except FileNotFoundError as err:
+        parser.error(str(err))
     print_plan(rows, args.budget)
     if not args.run:
         return 0

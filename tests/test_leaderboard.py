@@ -141,7 +141,8 @@ def test_bench_ratios_take_each_rule_from_the_first_file_and_only_at_the_boards_
 def test_the_plan_is_the_studys_with_step_times_from_the_benchmark(monkeypatch):
     from rrlib.report import power_study
 
-    study = leaderboard.load_study()
+    from rrlib.report import leaderboard_study as study
+
     rules = study.board()
     finished = pd.DataFrame([{"variant": v, "seed": s, "minutes": m} for v, m in (("standard", 2.0), ("mgr", 3.0))
                              for s in range(study.SEEDS)])
@@ -149,17 +150,17 @@ def test_the_plan_is_the_studys_with_step_times_from_the_benchmark(monkeypatch):
         finished["variant"].isin(list(variants)) & finished["seed"].isin(list(seeds))])
     ratios = pd.DataFrame({"step_time_vs_standard": [1.0 + k / 100 for k in range(len(rules))],
                            "step_per_flop_vs_standard": 1.0}, index=rules)
-    plan = leaderboard.study_plan(study, 20.0, ratios)
+    plan = leaderboard.study_plan(20.0, ratios)
     assert list(plan.index) == rules
     assert plan.loc["mgr", "minutes"] == 3.0 and plan.loc["mgr", "to_train"] == 0  # its own runs' median
     assert plan.loc["review", "minutes"] == pytest.approx(2.0 * ratios.loc["review", "step_time_vs_standard"])
     assert plan.loc["review", "cpu_hours"] == pytest.approx(study.SEEDS * plan.loc["review", "minutes"] / 60)
     with pytest.raises(ConfigError, match="no step time for"):
-        leaderboard.study_plan(study, 20.0, ratios.iloc[1:])
+        leaderboard.study_plan(20.0, ratios.iloc[1:])
 
 
 def test_counts_are_the_models_and_equal_what_the_runs_recorded():
-    study = leaderboard.load_study()
+    from rrlib.report import leaderboard_study as study
     from rrlib.report.power_study import design_runs
     runs = design_runs(study.RUNS, study.SIZE, [study.BASELINE, "attnres"], [0]).set_index("variant")
     counts = leaderboard.model_counts(study.SIZE, [study.BASELINE, "attnres"])
@@ -170,7 +171,9 @@ def test_counts_are_the_models_and_equal_what_the_runs_recorded():
 def test_every_rule_of_the_board_names_its_paper_and_its_arxiv_id_is_the_one_its_docstring_cites():
     from rrlib.rules import RULES
 
-    for rule in [leaderboard.load_study().BASELINE, *leaderboard.load_study().board()]:
+    from rrlib.report import leaderboard_study as study
+
+    for rule in [study.BASELINE, *study.board()]:
         assert rule in leaderboard.PAPERS, f"{rule} has no paper on the board"
         cls = RULES[rule]
         cited = set(re.findall(r"arXiv[: ](\d{4}\.\d{4,5})", (cls.__doc__ or "") +

@@ -1,5 +1,6 @@
-"""scripts/leaderboard_study.py: which rules the board holds and in what order, how a budget is spent, and the
-compare calls it starts (a stub in place of each call, so nothing trains)."""
+"""The leaderboard study (rrlib.report.leaderboard_study and scripts/leaderboard_study.py): which rules the board
+holds and in what order, how a budget is spent, and the compare calls the script starts (a stub in place of each
+call, so nothing trains)."""
 import importlib.util
 from pathlib import Path
 
@@ -16,7 +17,8 @@ def study():
     return module
 
 
-def test_the_board_is_the_new_rules_and_review_first_then_every_other_family_rule(study):
+def test_the_board_is_the_new_rules_and_review_first_then_every_other_family_rule():
+    from rrlib.report import leaderboard_study as study
     from rrlib.rules import RULES
     from rrlib.runs.presets import load_preset
     rules = study.board()
@@ -25,13 +27,14 @@ def test_the_board_is_the_new_rules_and_review_first_then_every_other_family_rul
     assert len(rules) == len(set(rules)) and set(rules) <= set(RULES)
 
 
-def test_the_budget_gives_whole_designs_in_order_then_what_is_left(study, monkeypatch):
+def test_the_budget_gives_whole_designs_in_order_then_what_is_left(monkeypatch):
+    from rrlib.report import leaderboard_study as study
+
     minutes = {"a": 2.0, "b": 1.0, "c": 3.0, "d": 1.0}
     done = {"a": set(range(47)), "b": {0, 1}, "c": set(), "d": set()}
-    monkeypatch.setattr(study, "minutes_per_run", lambda: minutes)
     monkeypatch.setattr(study, "finished_seeds", lambda rule: done[rule])
     budget = (45 * 1.0 + 20 * 3.0 + 1.0) / 60  # b's 45 missing runs, 20 of c's at 3 min, a minute left over
-    rows = {r["rule"]: r for r in study.plan(budget)}
+    rows = {r["rule"]: r for r in study.plan(budget, minutes)}
     assert (rows["a"]["seeds"], rows["a"]["to_train"]) == (47, 0)  # finished: costs nothing
     assert (rows["b"]["seeds"], rows["b"]["to_train"], rows["b"]["cpu_hours"]) == (47, 45, 45 / 60)
     assert (rows["c"]["seeds"], rows["c"]["to_train"]) == (20, 20)  # what the rest buys, seeds 0-19
@@ -41,10 +44,11 @@ def test_the_budget_gives_whole_designs_in_order_then_what_is_left(study, monkey
 
 
 def test_run_starts_each_rules_shards_then_its_verdict_then_the_board(study, monkeypatch, tmp_path, capsys):
+    from rrlib.report import leaderboard_study
+
     minutes = {"a": 1.0, "b": 1.0, "c": 1.0}
-    monkeypatch.setattr(study, "board", lambda: list(minutes))
-    monkeypatch.setattr(study, "minutes_per_run", lambda: minutes)
-    monkeypatch.setattr(study, "finished_seeds", lambda rule: set())
+    monkeypatch.setattr(study, "minutes_per_run", lambda step_ratios: minutes)
+    monkeypatch.setattr(leaderboard_study, "finished_seeds", lambda rule: set())
     monkeypatch.setattr(study, "ROOT", tmp_path)
     monkeypatch.chdir(tmp_path)  # main works from ROOT; the test's folder is restored afterwards
     calls = []

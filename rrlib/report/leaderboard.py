@@ -1,8 +1,8 @@
 """The leaderboard (page 08): every rule of the family against the standard residual at one size, one row per
 rule, sorted by the paired gap, every statistic from the compare engine (rrlib.stats.verdict.compare_pairs).
 
-The board is the leaderboard study's (scripts/leaderboard_study.py): its rules, size, seeds, baseline and run
-folder, and its plan of the seeds each rule stands at within the budget. Each rule's row is at one of four stages:
+The board is the leaderboard study's (rrlib.report.leaderboard_study, run by scripts/leaderboard_study.py): its
+rules, size, seeds, baseline and run folder, and its plan of the seeds each rule stands at within the budget. Each rule's row is at one of four stages:
 
 ===================  ==============================================================================================
 judged               every seed of the rule's design has a result (the rule's and the baseline's; a diverged run is
@@ -31,7 +31,6 @@ times one afresh when it prints its plan, so that the page is built from files a
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -41,7 +40,6 @@ import pandas as pd
 from ..runs.config import ConfigError, project_path
 from ..stats.verdict import METRIC, compare_pairs, mark_diverged, mark_identical
 
-STUDY_SCRIPT = "scripts/leaderboard_study.py"
 BOARD_VERDICT = "board/verdict.csv"  # under the study's OUT: its last compare call's verdict file
 DONE = ("finished", "diverged")  # a diverged run is a result: its pair's verdict is "diverged"
 
@@ -74,17 +72,6 @@ def paper(rule: str) -> str:
     return f"{name}, arXiv:{arxiv}" if arxiv else name
 
 
-def load_study(path: str = STUDY_SCRIPT):
-    """The leaderboard study's module, loaded afresh from its script (a script, not part of the package)."""
-    file = project_path(path)
-    if not file.is_file():
-        raise ConfigError(f"the leaderboard study {path} is missing: the board is that study's (a checkout has it)")
-    spec = importlib.util.spec_from_file_location("leaderboard_study", file)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def bench_ratios(paths, size: str, board_size: str) -> pd.DataFrame:
     """Each rule's step time and step time per FLOP over the standard residual's at ``size``, one row per rule,
     from ``rrlib bench`` result files (eager steps); the first file that has a rule gives its row (each ratio is to
@@ -105,16 +92,19 @@ def bench_ratios(paths, size: str, board_size: str) -> pd.DataFrame:
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
-def study_plan(study, budget: float, ratios: pd.DataFrame) -> pd.DataFrame:
-    """The study's plan (``study.plan``: per rule its finished seeds, the seeds it stands at within ``budget``
-    CPU-hours, the runs to train and their cost), one row per rule in the study's order, with the step-time ratio
-    of a rule without finished runs read from ``ratios`` rather than timed afresh."""
+def study_plan(budget: float, ratios: pd.DataFrame) -> pd.DataFrame:
+    """The study's plan (rrlib.report.leaderboard_study.plan: per rule its finished seeds, the seeds it stands at
+    within ``budget`` CPU-hours, the runs to train and their cost), one row per rule in the study's order, a rule
+    without finished runs priced by its step-time ratio in ``ratios`` rather than timed afresh."""
+    from . import leaderboard_study as study
+
     unmeasured = [rule for rule in study.board() if rule not in ratios.index]
     if unmeasured:
         raise ConfigError(f"the benchmark files have no step time for {', '.join(unmeasured)}; bench them at the "
                           f"board's model (python -m rrlib bench --size family --variants ...)")
-    study.step_ratios = lambda rules: {rule: float(ratios.loc[rule, "step_time_vs_standard"]) for rule in rules}
-    return pd.DataFrame(study.plan(budget)).set_index("rule")
+    minutes = study.minutes_per_run(lambda rules: {rule: float(ratios.loc[rule, "step_time_vs_standard"])
+                                                   for rule in rules})
+    return pd.DataFrame(study.plan(budget, minutes)).set_index("rule")
 
 
 def model_counts(size: str, rules) -> pd.DataFrame:
