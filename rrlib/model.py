@@ -212,6 +212,9 @@ class GPT(nn.Module):
             self.sublayers.append(Sublayer(Attention(d, cfg.n_heads), d))
             self.sublayers.append(Sublayer(MLP(d), d))
         self.rule = build_rule(cfg.variant, self.shape, **cfg.rule_options)
+        if not getattr(self.rule, "pre_norm", True):  # a rule that drops the sublayers' own norm (ReZero's paper)
+            for sub in self.sublayers:
+                sub.norm = nn.Identity()
         self.norm_f = nn.RMSNorm(d, eps=NORM_EPS)
         self.head = nn.Linear(d, cfg.vocab_size, bias=False)
         self.head.weight = self.wte.weight  # tied embeddings
@@ -227,7 +230,7 @@ class GPT(nn.Module):
         | attention and MLP output projections    | N(0, 0.02/√(2·L·N)); N(0, 0.02) under a rule that |
         |                                         | owns the depth scaling (``scaled``, ``scaled_loops``) |
         | all biases                              | 0                             |
-        | RMSNorm gains                           | 1                             |
+        | RMSNorm gains                           | 1 (a rule with ``pre_norm`` False has no sublayer norms) |
         | residual-rule parameters (gates, ...)   | the rule's ``reset_parameters`` (Review gate: 0;    |
         |                                         | Highway gate: N(0, 0.02) or 0, ``highway_gate_init``) |
 

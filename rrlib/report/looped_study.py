@@ -82,12 +82,23 @@ class Design:
     out_root: str
     steps: int | None = None
     extra: tuple = field(default_factory=tuple)
+    # what the design sweeps: the counts, the preset whose sizes are <prefix><count>, and the model setting they
+    # set (the loop count N by default; the L sweep sweeps the unique blocks at a fixed N). The tables call the
+    # swept count "loops" whichever it is.
+    counts: tuple = LOOPS
+    size_prefix: str = "looped"
+    count_setting: str = "n_loops"
 
 
 GRID = Design("grid", RULES, FIRST_K, POINTS, SEEDS, OUT_ROOT)
 POWER = Design("power", ("scaled", "scaled_loops"), {(r, n): 0 for r in ("scaled", "scaled_loops") for n in LOOPS},
                5, tuple(range(8)), "outputs/looped_power", steps=1000,
                extra=("--set", "train.warmup_steps=100", "--set", "train.eval_every=250"))
+# The L sweep (rrlib.report.looped_reach_study states its claim and sizes its 7 seeds): scaled at N = 2 over L = 1, 2, 4
+# unique blocks, the powered design's recipe, five lattice rates per cell from k = 5 (0.0057 to 0.023).
+UNIQUE_LAYERS = Design("unique_layers", ("scaled",), {("scaled", n): 5 for n in (1, 2, 4)}, 5, tuple(range(7)),
+                       "outputs/looped_unique", steps=POWER.steps, extra=POWER.extra, counts=(1, 2, 4),
+                       size_prefix="looped_l", count_setting="n_layers")
 POWER_PILOT_SEEDS = (0, 1, 2, 3)
 CONTRAST_TARGET = 0.25  # per doubling of N: the contrast the powered design is sized to detect (page 05 says why)
 # The looped tables the claims ledger (page 07) and the index's abstract read, in order of preference: the powered
@@ -100,7 +111,7 @@ def ledger_tables(tables: Path) -> str:
     ``LEDGER_TABLES`` whose transfer table exists, else the last (whose absence the ledger reports as a study in
     progress). One rule for page 07 and the abstract, so that the abstract cannot quote another study's numbers."""
     return next((prefix for prefix in LEDGER_TABLES if (tables / f"{prefix}_transfer.csv").exists()), LEDGER_TABLES[-1])
-DESIGNS = {d.name: d for d in (GRID, POWER)}
+DESIGNS = {d.name: d for d in (GRID, POWER, UNIQUE_LAYERS)}
 OPTIMA_COLUMNS = ["variant", "loops", "seed", "points", "grid_lr", "parabola_lr", "best_loss", "at_edge"]
 SLOPE_COLUMNS = ["variant", "seed", "grid", "parabola"]
 VERDICT_COLUMNS = ["variant", "estimator", "seeds", "slope", "ci_low", "ci_high", "p", "p_equivalent", "fold_change",
@@ -255,8 +266,9 @@ def extension(optima: pd.DataFrame, grid: dict[tuple[str, int], list[float]],
     return add
 
 
-def study_runs(out_root: str = OUT_ROOT) -> pd.DataFrame:
-    """Every finished run of the study, with its learning rate and loop count as columns."""
+def study_runs(out_root: str = OUT_ROOT, count_setting: str = "n_loops") -> pd.DataFrame:
+    """Every finished run of the study, with its learning rate and its swept count (``count_setting``, the loop
+    count by default) as columns."""
     from ..runs.config import project_path
     from ..runs.sweep import results_table
 
@@ -268,7 +280,7 @@ def study_runs(out_root: str = OUT_ROOT) -> pd.DataFrame:
     if not frames:
         return pd.DataFrame(columns=["variant", "loops", "lr", "seed", "fixed_loss"])
     runs = pd.concat(frames, ignore_index=True)
-    return runs.assign(loops=runs["n_loops"].astype(int))
+    return runs.assign(loops=runs[count_setting].astype(int))
 
 
 def current_grid(runs: pd.DataFrame, design: Design = GRID) -> dict[tuple[str, int], list[float]]:
@@ -400,12 +412,13 @@ def plan(runs: pd.DataFrame, seeds=None, design: Design = GRID) -> list[str]:
     grid = design_grid(runs, design)
     lines = []
     for seed in seeds:
-        for n in LOOPS:
+        for n in design.counts:
             for lr in sorted({lr for (_, loops), lrs in grid.items() if loops == n for lr in lrs}):
                 rules = [r for r in design.rules if lr in grid.get((r, n), [])]
                 steps = f" --steps {design.steps}" if design.steps else ""
-                name = ("" if design == GRID else f"{design.name}-") + f"looped{n}-lr{lr:g}-seed{seed}"
-                lines.append(f"{name} --size looped{n} --variants "
+                size = f"{design.size_prefix}{n}"
+                name = ("" if design == GRID else f"{design.name}-") + f"{size}-lr{lr:g}-seed{seed}"
+                lines.append(f"{name} --size {size} --variants "
                              f"{','.join(rules)} --seeds {seed} --lr {lr:g}{steps} {' '.join(design.extra)} "
                              f"--out {design.out_root}/lr{lr:g}".replace("  ", " "))
     return lines
@@ -426,7 +439,7 @@ def main(argv=None) -> int:
     if not seeds:
         print("error: --seeds names no seed; give e.g. --seeds 0,1,2,3", file=sys.stderr)
         return 2
-    print("\n".join(plan(study_runs(design.out_root), seeds, design)))
+    print("\n".join(plan(study_runs(design.out_root, design.count_setting), seeds, design)))
     return 0
 
 

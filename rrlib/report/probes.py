@@ -5,7 +5,8 @@ The model always runs its own forward; the probes only watch it. ``read_scales``
 functions (every sublayer's input passes through one of them) and the final norm's input (what the head reads);
 ``routing_contrast`` wraps the softmax over depth of rrlib.rules.depth_mixing.attention for one pass, because
 the routing weights exist only inside a read and no rule keeps them. ``depth_growth`` reads a probe table back:
-how much a scale grows from the first block to the last.
+how much a scale grows from the first block to the last; ``loop_norms`` reads the residual stream's scale after
+each loop of a looped model out of the same table.
 """
 from __future__ import annotations
 
@@ -131,3 +132,16 @@ def depth_growth(scales: pd.DataFrame, metric: str) -> float:
     design = np.column_stack([block.astype(float), *levels])
     slope = np.linalg.lstsq(design, np.log2(values), rcond=None)[0][0]
     return float(slope * span)
+
+
+def loop_norms(scales: pd.DataFrame, n_layers: int) -> pd.DataFrame:
+    """The residual stream's RMS after each loop of a looped model (L = ``n_layers`` unique blocks), from one
+    ``read_scales`` table of a rule whose state is h: loop 0 is the embedding (what the first sublayer reads), loop
+    k < N what the first sublayer of loop k + 1 reads, loop N the head's input (the stream after the last loop)."""
+    reads = scales["read_rms"].to_numpy(dtype=float)
+    per_loop = 2 * n_layers
+    if (len(reads) - 1) % per_loop:
+        raise ValueError(f"a probe of {len(reads) - 1} sublayer applications is no whole number of loops of "
+                         f"{n_layers} blocks")
+    values = list(reads[:-1:per_loop]) + [reads[-1]]
+    return pd.DataFrame({"loop": range(len(values)), "stream_rms": values})

@@ -6,7 +6,7 @@
     review_state_only, review_update_only   h + r ⊙ u with the gate fed only rms(h), or only rms(u)
     highway         h + σ(W_g h + b) ⊙ u            the paper's Highway baseline
     highway_convex  (1 − g) ⊙ h + g ⊙ u             the classic Highway layer
-    rezero          h + α·u                        one scalar per sublayer, 0 at init
+    rezero          h + α·u                        one scalar per sublayer, 0 at init (pre_norm=False: u = f(h))
     layerscale      h + diag(λ)·u                  one vector per sublayer, small at init
     scaled          h + ε·u                        a fixed 1/N loop scaling (looped models); scaled_loops: 1/√N
 """
@@ -182,11 +182,22 @@ class HighwayConvex(Highway):
 class ReZero(ResidualRule):
     r"""ReZero (Bachlechner et al., 2020): h' = h + α·u, one scalar α per sublayer, α = 0 at init.
 
-    The paper drops the pre-norm too; here the sublayer keeps its norm so only the residual rule differs.
+        pre_norm=True (default)   h ──────────────────(+)── h'     u = f(RMSNorm(h))
+                                    └─ norm ─ f ─ u ─ α ─┘
+        pre_norm=False            h ──────────────────(+)── h'     u = f(h): the paper's form
+                                    └──────── f ─ u ─ α ─┘
+
+    The default keeps the sublayer's pre-norm, so that only the residual rule differs from ``standard``. The paper
+    (arXiv 2003.04887) removes every LayerNorm, x_{i+1} = x_i + α_i·F(x_i); ``pre_norm=False`` runs it that way. The final RMSNorm before the tied head stays in both forms: it is the head's, not a
+    sublayer's (the paper's models feed their last state to a softmax through a linear decoder of their own).
+    The model reads ``pre_norm`` once, when it builds its sublayers (``rrlib.model.GPT``).
     """
 
-    def __init__(self, shape: StreamShape):
+    def __init__(self, shape: StreamShape, pre_norm: bool = True):
         super().__init__(shape)
+        if not isinstance(pre_norm, bool):
+            raise ConfigError(f"rezero's pre_norm must be true or false, got {pre_norm!r}")
+        self.pre_norm = pre_norm
         self.alpha = nn.Parameter(torch.zeros(shape.n_unique))
 
     def reset_parameters(self):
