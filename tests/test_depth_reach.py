@@ -102,13 +102,14 @@ import yaml  # noqa: E402
 
 from rrlib.report import depth_reach_study as reach, looped_reach_study, looped_study, probes, sizing  # noqa: E402
 from rrlib.report.study_plan import Arm, Study, sweep_lines  # noqa: E402
+from rrlib.stats import verdict  # noqa: E402
 
 
 def test_sd_upper_bound_is_the_chi_square_bound():
     # χ² with 2 degrees of freedom has CDF 1 − exp(−x/2): its 20 % point is −2·ln 0.8
-    assert sizing.sd_upper_bound(1.0, 3) == pytest.approx(math.sqrt(2 / (-2 * math.log(0.8))))
-    assert sizing.sd_upper_bound(2.0, 9) == pytest.approx(2 * math.sqrt(8 / sps.chi2.ppf(0.2, 8)))
-    assert math.isnan(sizing.sd_upper_bound(1.0, 1))
+    assert verdict.sd_upper_bound(1.0, 3) == pytest.approx(math.sqrt(2 / (-2 * math.log(0.8))))
+    assert verdict.sd_upper_bound(2.0, 9) == pytest.approx(2 * math.sqrt(8 / sps.chi2.ppf(0.2, 8)))
+    assert math.isnan(verdict.sd_upper_bound(1.0, 1))
 
 
 def test_size_needs_more_seeds_for_a_stricter_level_and_never_fewer_than_asked():

@@ -4,7 +4,8 @@ confidence bound, at the level the claim's correction leaves.
 Why the upper bound: a pilot of a few seeds underestimates the SD as often as not, and a design sized at the point
 estimate misses its target whenever it does (the Review power designs' realised SDs came out 15-40 % above their
 pilots'). The one-sided upper 80 % bound of an SD from n values is sd·√((n − 1)/χ²₀.₂₀(n − 1)): with three values
-it is 2.1× the estimate, with eight 1.3×.
+it is 2.1× the estimate, with eight 1.3× (rrlib.stats.verdict.sd_upper_bound; ``compare --detect`` sizes the same
+way, through rrlib.stats.verdict.design_seeds, which this calls).
 
 Why α/m: Holm's first step tests the smallest p at α/m; a design that reaches its target at α/m reaches it at every
 later step of the same family too. A one-sided test at α is sized as the two-sided test at 2α (the same
@@ -12,22 +13,10 @@ critical value).
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
-from scipy import stats as sps
 
-from .stats import detectable_gap
-from .verdict import seeds_needed
-
-UPPER_CONFIDENCE = 0.8
-
-
-def sd_upper_bound(sd: float, n: int, confidence: float = UPPER_CONFIDENCE) -> float:
-    """The one-sided upper ``confidence`` bound of a normal SD estimated as ``sd`` from ``n`` values."""
-    if n < 2 or not np.isfinite(sd):
-        return np.nan
-    return float(sd * math.sqrt((n - 1) / sps.chi2.ppf(1 - confidence, n - 1)))
+from ..stats import detectable_gap
+from ..stats.verdict import design_seeds, sd_upper_bound
 
 
 def size(values, target: float, alpha: float = 0.05, family: int = 1, one_sided: bool = False,
@@ -40,7 +29,8 @@ def size(values, target: float, alpha: float = 0.05, family: int = 1, one_sided:
     sd = float(values.std(ddof=1)) if len(values) > 1 else np.nan
     upper = sd_upper_bound(sd, len(values))
     level = alpha / family * (2 if one_sided else 1)
-    seeds = seeds_needed(upper, target, level) if np.isfinite(upper) else None
+    seeds = design_seeds(sd, len(values), target, alpha * (2 if one_sided else 1), family) \
+        if np.isfinite(sd) and sd > 0 else None
     seeds = None if seeds is None else max(seeds, least)
     return {"pilot_n": len(values), "sd": sd, "sd_upper": upper, "alpha": alpha / family, "one_sided": one_sided,
             "target": target, "seeds": seeds,

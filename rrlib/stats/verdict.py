@@ -117,9 +117,12 @@ def seeds_needed(sd: float, target: float, alpha: float = ALPHA, most: int = 100
 
 def sd_upper_bound(sd: float, n: int, confidence: float = SD_CONFIDENCE) -> float:
     """The one-sided upper ``confidence`` bound of a normal SD estimated over ``n`` values: sd·√((n−1)/χ²), with
-    χ² the (1 − confidence) quantile on n − 1 degrees of freedom."""
+    χ² the (1 − confidence) quantile on n − 1 degrees of freedom; NaN where it has no bound (fewer than two values,
+    an SD that is not finite)."""
     from scipy import stats as sp
 
+    if n < 2 or not np.isfinite(sd):
+        return np.nan
     return float(sd * np.sqrt((n - 1) / sp.chi2.ppf(1 - confidence, n - 1)))
 
 
