@@ -128,7 +128,7 @@ MECHANISMS = Study(
     claim="Attention Residuals has shown some effectiveness in addressing the widespread issue of unbounded "
           "activation growth across deep residual layers | we propose Multi-Gate Residuals (MGR), which stabilizes "
           "activation scales without additional communication burden",
-    where="arXiv 2605.23259, abstract (../shared/papers/family-abstracts.txt)", kind="directional",
+    where="arXiv 2605.23259, abstract (family-abstracts.txt of the papers' texts)", kind="directional",
     metric="per seed and depth, the growth over depth of the hidden state's scale in the TRAINED model "
            "(probes.depth_growth of read_rms: log2 units from the first block to the last) of the rule minus "
            "standard's; trained − init of the same difference beside it (exploratory)",

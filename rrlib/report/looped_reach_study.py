@@ -8,7 +8,7 @@ the paper's factored scaling (rrlib.rules.per_sublayer.Scaled says how λ relate
 1. The L sweep (``looped_study.UNIQUE_LAYERS``; ``DESIGN=unique_layers JOBS=1 bash scripts/looped_study.sh``;
    ``python -m rrlib.report.looped_reach_study --unique-layers`` prints its sizing).
 
-   - Claim (arXiv 2606.18524, abstract; ../shared/papers/family-abstracts.txt): "A key consequence is that the
+   - Claim (arXiv 2606.18524, abstract; family-abstracts.txt of the papers' texts): "A key consequence is that the
      optimal learning rate depends only on the number of unique layers $L$, not on the loop count $N$".
    - Runs: ``scaled`` (1/N) at N = 2 loops and L = 1, 2, 4 unique blocks (``params/looped_l.yaml``, sizes
      ``looped_l<L>``), five lattice rates per cell, 0.001·2^(k/2) for k = 5 … 9 (0.0057 to 0.023), centred on
@@ -97,7 +97,7 @@ LOOP_NORMS = Study(
     name="loop_norms", estimate="loop slopes", paper="Residual scaling of looped transformers (arXiv 2606.18524)",
     claim="paraphrase: under 1/√N scaling the residual stream grows with N, under 1/N it does not (the abstract: "
           "\"weight sharing makes residual updates correlated across iterations, requiring the stronger scaling "
-          "$\\varepsilon = 1/N$\")", where="arXiv 2606.18524, abstract (../shared/papers/family-abstracts.txt)",
+          "$\\varepsilon = 1/N$\")", where="arXiv 2606.18524, abstract (family-abstracts.txt of the papers' texts)",
     kind="directional and equivalence",
     metric="per seed and rule, the least-squares slope of log2(stream RMS after the last loop) on log2(N), "
            "N = 1, 2, 4, 8, in the trained models (probes.loop_norms); the initial models' beside them",
