@@ -51,7 +51,11 @@ NOTEBOOKS = (
                                         "delta_attnres_block", "mgr"],
                     "depth_sizes": ["tiny"], "depth_seeds": [0, 1], "convert_size": "tiny", "convert_seeds": [0, 1],
                     "train_missing": True},
-             requires="family", summary=True, own_roots=("claims", "convert", "convert_gated")),
+             requires="family", summary=True,
+             # and the roots of the studies that answer the rows registered for the CPU's reach (their designs:
+             # rrlib.report.depth_reach_study, looped_reach_study), so their runs reach only this page's inputs
+             own_roots=("claims", "convert", "convert_gated", "highway_depth", "layerscale_depth", "rezero_depth",
+                        "rezero_speed", "mechanisms", "loop_norms", "looped_unique")),
     Notebook("08_leaderboard", "The leaderboard: every rule of the family against standard at one size, sorted by "
              "the paired gap, with its verdict, detectable gap, parameters, FLOPs and step time per FLOP.",
              own_roots=("power",)),
