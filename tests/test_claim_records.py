@@ -12,14 +12,18 @@ ROOT = Path(__file__).resolve().parents[1]
 CLAIMS = records.load()
 
 
-def test_every_record_reads_with_a_unique_id_and_the_issue_s_pending_rows_are_registered():
+def test_every_record_reads_with_a_unique_id_and_the_cpu_reach_rows_are_registered_with_their_designs():
+    """The rows the CPU's reach answers were registered with the designs committed before their runs: each names its
+    study module, and its registration names that commit."""
     ids = [c.id for c in CLAIMS]
     assert len(ids) == len(set(ids))
-    pending = {c.id for c in CLAIMS if c.pending}
-    assert {"highway-hundreds-of-layers", "rezero-120-layers", "rezero-converges-faster-as-run", "layerscale-deeper",
-            "looped-depends-on-l", "looped-stream-norm", "attnres-growth-confirm",
-            "mgr-activation-scales-confirm"} == pending
-    assert all(c.status == "registered" for c in CLAIMS if c.pending)
+    reach = {"highway-hundreds-of-layers", "rezero-120-layers", "rezero-converges-faster-as-run", "layerscale-deeper",
+             "looped-depends-on-l", "looped-stream-norm", "attnres-growth-confirm", "mgr-activation-scales-confirm"}
+    assert not {c.id for c in CLAIMS if c.pending}  # every registered claim names its design
+    for claim in (c for c in CLAIMS if c.id in reach):
+        assert claim.status == "registered" and claim.registered.startswith("839720f, before its runs"), claim.id
+        assert claim.design.startswith(("rrlib.report.depth_reach_study", "rrlib.report.looped_reach_study",
+                                        "rrlib.report.looped_study")), claim.id
 
 
 def test_an_exploratory_record_follows_a_registered_one_which_keeps_the_verdict():

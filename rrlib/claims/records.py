@@ -20,7 +20,8 @@ paper_effect   the effect the paper states: ``value`` with its ``sentence``, or 
 scope          the paper's own runs, this harness at CPU scale, or GPU only
 needs          for a GPU-only claim: the preset, variants and seeds its cheapest test needs (rrlib.claims.reach
                prices it in CPU-hours), or the ``hardware`` it needs
-design         the study that answers it, or ``pending`` (registered before its runs)
+design         the study that answers it (registered with its design, before its runs), or ``pending`` where the
+               claim was registered before its design was fixed
 registered     the commit or date the metric, test and margin were fixed
 status         registered, or exploratory: a later reading of a registered record (``follows`` names it), shown
                beside it; the registered record decides the verdict
@@ -69,7 +70,7 @@ class Claim:
 
     @property
     def pending(self) -> bool:
-        """Registered, its design not yet run."""
+        """Registered before its design was fixed."""
         return self.design == "pending"
 
     @property
