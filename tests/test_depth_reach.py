@@ -189,3 +189,35 @@ def test_registered_designs_follow_from_the_committed_runs():
 def test_a_pilot_design_waits_for_its_pilot():
     empty = dataclasses.replace(reach.LAYERSCALE, name="nothing_run_yet")
     assert reach.design(empty)["seeds"] is None
+
+
+def test_a_diverged_run_ends_its_pilot_and_its_rate_is_never_best(monkeypatch):
+    """The ReZero speed pilot at 8e-3 diverged on one seed: the pilot is still over, and that rate is not chosen
+    even where the other seeds' mean is the lowest."""
+    study = dataclasses.replace(reach.REZERO_SPEED, pilot_seeds=(0, 1),
+                                arms=tuple(a for a in reach.REZERO_SPEED.arms if a.lr in (0.004, 0.008)))
+    rows = [{"arm": a.name, "seed": s, "variant": a.variant, "status": "finished",
+             "fixed_loss": 2.0 if a.lr == 0.008 else 2.5} for a in study.arms for s in (0, 1)]
+    rows[2] = {**rows[2], "status": "diverged", "fixed_loss": None}  # rezero at 8e-3, seed 0
+    monkeypatch.setattr(reach, "finished", lambda study, arms=None, seeds=None: pd.DataFrame(rows))
+    monkeypatch.setattr(reach, "eval_curve", lambda study, arm, seed: pd.DataFrame(
+        {"step": [10, 20], "fixed_loss": [3.0, 2.0 if arm.variant == "standard" else 2.5]}))
+    reading = reach.speed_reading(study, (0, 1))
+    assert [a.name for a in reading["arms"]] == ["rezero_lr0.004", "standard_lr0.008"]
+    assert reading["target_loss"] == pytest.approx(2.55)
+
+
+def test_stream_slopes_need_every_loop_count(monkeypatch):
+    study = dataclasses.replace(looped_reach_study.LOOP_NORMS, name="norms_test")
+
+    def probes_of(root, size, variants, seeds):
+        n = int(size[len("looped"):])
+        if root.endswith("/scaled") and n == 8:
+            return pd.DataFrame(columns=["variant", "seed", "state", "sublayer", "index", "read_rms"])
+        rows = [{"seed": 0, "state": "trained", "read_rms": 1.0} for _ in range(4 * n)]
+        return pd.DataFrame(rows + [{"seed": 0, "state": "trained", "read_rms": float(n) ** 0.5}])
+
+    monkeypatch.setattr(looped_reach_study, "read_probes", probes_of)
+    slopes = looped_reach_study.stream_slopes(study, (0,))
+    assert slopes.loc[0, "scaled_loops"] == pytest.approx(0.5)
+    assert math.isnan(slopes.loc[0, "scaled"])  # its N = 8 run left no probe

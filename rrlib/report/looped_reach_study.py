@@ -112,7 +112,8 @@ STUDIES = {LOOP_NORMS.name: LOOP_NORMS}
 
 
 def stream_slopes(study: Study, seeds, state: str = "trained") -> pd.DataFrame:
-    """Per seed (rows) and rule (columns): the slope of log2(stream RMS after the last loop) on log2(N)."""
+    """Per seed (rows) and rule (columns): the slope of log2(stream RMS after the last loop) on log2(N), NaN where
+    the seed lacks a probe at some N."""
     rows = []
     for arm in study.arms:
         for size in study.sizes:
@@ -121,15 +122,19 @@ def stream_slopes(study: Study, seeds, state: str = "trained") -> pd.DataFrame:
             for seed, part in scales[scales["state"] == state].groupby("seed"):
                 rms = probes.loop_norms(part, model.n_layers)["stream_rms"].iloc[-1]
                 rows.append({"rule": arm.name, "seed": seed, "loops": model.n_loops, "log2_rms": math.log2(rms)})
-    table = pd.DataFrame(rows)
-    return table.groupby(["seed", "rule"]).apply(
-        lambda part: np.polyfit(np.log2(part["loops"]), part["log2_rms"], 1)[0]).unstack("rule")
+    if not rows:
+        return pd.DataFrame(columns=[arm.name for arm in study.arms])
+    whole = lambda part: len(part) == len(study.sizes)  # a seed that lacks an N (a diverged run) has no slope
+    return pd.DataFrame(rows).groupby(["seed", "rule"]).apply(
+        lambda part: np.polyfit(np.log2(part["loops"]), part["log2_rms"], 1)[0] if whole(part) else np.nan
+    ).unstack("rule")
 
 
 def design(study: Study) -> dict:
     """The loop-norm design from its pilot (None seeds until every pilot run has finished and been probed)."""
+    # a seed with a diverged run has no probe there: it has no slope (sizing drops it)
     slopes = stream_slopes(study, study.pilot_seeds) if pilot_done(study) else pd.DataFrame()
-    if len(slopes) < len(study.pilot_seeds) or slopes.isna().any().any():
+    if slopes.notna().all(axis=1).sum() < 2:
         return {"arms": study.arms, "seeds": None, "spread": "the pilot, once it has finished and been probed",
                 "sizing": {}}
     grows = sizing.size(slopes["scaled_loops"], study.target, study.alpha, study.family, least=len(study.pilot_seeds))

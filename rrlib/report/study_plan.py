@@ -94,14 +94,18 @@ class Study:
         return arm.sizes or self.sizes
 
 
+ENDED = ("finished", "diverged")  # a run that ended either way is an outcome of its design, not a run to wait for
+
+
 def finished(study: Study, arms=None, seeds=None) -> pd.DataFrame:
-    """Every finished run of the study (of ``arms`` and ``seeds`` where given): one row each, with its arm."""
+    """Every run of the study that has ended (``ENDED``; of ``arms`` and ``seeds`` where given): one row each, with
+    its arm. A diverged run's losses are missing: each reading says what that means for it."""
     frames = []
     for arm in arms or study.arms:
         for size in study.arm_sizes(arm):
             if (project_path(study.arm_root(arm)) / size).is_dir():
                 runs = results_table(study.arm_root(arm), size)
-                frames.append(runs[(runs["variant"] == arm.variant) & (runs["status"] == "finished")].assign(arm=arm.name))
+                frames.append(runs[(runs["variant"] == arm.variant) & runs["status"].isin(ENDED)].assign(arm=arm.name))
     runs = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["arm", "size", "seed"])
     return runs[runs["seed"].isin(list(seeds))] if seeds is not None else runs
 
