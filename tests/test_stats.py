@@ -1,4 +1,5 @@
 """rrlib.stats: the paper's headline and Welch statistics, paired tests, Holm, edge cases, verdicts."""
+import re
 import warnings
 
 import numpy as np
@@ -365,3 +366,23 @@ def test_verdict_text_names_the_reference_rule_it_was_given():
                           reference="token_gate")
     text = stats.verdicts(table, reference="token_gate")["verdict"].iloc[0]
     assert text.startswith("vs standard: token_gate better by 0.05") and "review" not in text.lower()
+
+
+def test_a_bad_row_of_a_results_file_is_named_by_its_line(tmp_path):
+    """A file's row whose seed is not a whole number (or whose params_M is not a number) is one sentence naming the
+    file and the line, counting blank lines as the file does; before, pandas said only "invalid literal"."""
+    path = tmp_path / "runs.csv"
+    path.write_text("size,variant,seed,params_M,val_loss\n60m,review,0,61.0,3.1\n\n60m,review,x1,61.0,3.0\n")
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(path))} line 4: seed is 'x1', not a whole number$"):
+        stats.load_results(path)
+    path.write_text("size,variant,seed,params_M,val_loss\n60m,review,0,big,3.1\n")
+    with pytest.raises(ValueError, match=r"line 2: params_M is 'big', not a number$"):
+        stats.load_results(path)
+
+
+def test_a_table_whose_every_run_diverged_says_so_rather_than_blaming_the_metric():
+    table = pd.DataFrame({"size": "tiny", "variant": ["review", "standard"], "seed": 0, "params_M": 0.3,
+                          "fixed_loss": np.nan, "status": "diverged"})
+    with pytest.raises(ValueError, match=r"^no finished run to compare: dropped 2 unfinished runs \(status: "
+                                         r"diverged\)$"):
+        stats.compare(table)

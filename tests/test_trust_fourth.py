@@ -452,3 +452,13 @@ def test_compare_s_advice_about_a_run_folder_names_runs_not_out(tmp_path, monkey
     status, _, err = cli(tmp_path, monkeypatch, capsys, "compare", "--variants", "review", "--against", "standard",
                          "--seeds", "2", *TINY, "--out", "verdict")
     assert one_sentence(status, err) and "train this one under another --runs" in err and "--out" not in err, err
+
+
+def test_a_bad_row_of_the_reports_paper_csv_is_named_before_any_page_runs(tmp_path, monkeypatch, capsys):
+    (tmp_path / "paper.csv").write_text("size,variant,seed,params_M,steps,val_loss,ece,minutes\n"
+                                        "60M,review_neutral,zero,59,8000,1.7,0.01,6.9\n")
+    status, _, err = cli(tmp_path, monkeypatch, capsys, "report", "--only", "04_statistics", "--paper-csv",
+                         "paper.csv", "--runs", "runs", "--out", "report")
+    assert one_sentence(status, err), err
+    assert f"--paper-csv: {tmp_path / 'paper.csv'} line 2: seed is 'zero', not a whole number" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["paper.csv"]

@@ -198,6 +198,12 @@ def main(argv=None) -> int:
     if args.paper_csv and not paper_csv.is_file():  # the pages would go on without the paper's runs, unsaid
         raise ConfigError(f"--paper-csv {paper_csv} is not a file; give the paper's run table, or leave it out for "
                           f"the committed copy {shown(PAPER_CSV)}")
+    if args.paper_csv:  # a bad row is named here, before any page runs, not in the first page that reads it
+        from ..stats import load_results
+        try:
+            load_results(paper_csv)
+        except (ValueError, UnicodeDecodeError) as err:
+            raise ConfigError(f"--paper-csv: {err}") from None
     common = {"out_root": shown(runs), "local_out_root": shown(build / "runs"),
               "loop_root": shown(runs.parent / "looped_grid"),  # the looped study's runs, beside the others
               "power_loop_root": shown(runs.parent / "looped_power"),

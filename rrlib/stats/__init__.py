@@ -57,11 +57,24 @@ def finished_runs(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def load_results(source) -> pd.DataFrame:
-    """A tidy results table from a CSV path or a DataFrame: finished runs, `review_neutral` read as `review`."""
-    df = pd.read_csv(source) if isinstance(source, (str, Path)) else source.copy()
+    """A tidy results table from a CSV path or a DataFrame: finished runs, `review_neutral` read as `review`. A row
+    whose seed is not a whole number or whose `params_M` is not a number is one sentence naming it (a file's line:
+    blank lines are kept while reading so that a row's index + 2 is its line, the header being line 1)."""
+    if isinstance(source, (str, Path)):
+        df, where = pd.read_csv(source, skip_blank_lines=False).dropna(how="all"), f"{source} line "
+    else:
+        df, where = source.copy(), "results table row "
     missing = [c for c in REQUIRED if c not in df.columns]
     if missing:
         raise ValueError(f"results table lacks columns {missing}; it needs {list(REQUIRED)} and a metric")
+    kept = df["status"] == "finished" if "status" in df.columns else pd.Series(True, index=df.index)
+    for column, whole in (("seed", True), ("params_M", False)):
+        values = pd.to_numeric(df[column], errors="coerce")
+        bad = df.index[kept & (values.isna() | ((values % 1 != 0) if whole else False))]
+        if len(bad):
+            line = bad[0] + 2 if where.endswith("line ") else bad[0]
+            raise ValueError(f"{where}{line}: {column} is {df.loc[bad[0], column]!r}, not "
+                             f"{'a whole number' if whole else 'a number'}")
     df = finished_runs(df)
     df["size"] = df["size"].astype(str)
     df["variant"] = df["variant"].replace(ALIASES)
@@ -229,6 +242,8 @@ def verdicts(comparison: pd.DataFrame, alpha: float = 0.05, reference: str = "re
 
 def _checked(df, metric: str, reference: str) -> pd.DataFrame:
     df = load_results(df)
+    if df.empty:  # every run dropped: say which statuses, not that the metric has no numbers
+        raise ValueError(f"no finished run to compare: {df.attrs.get('note') or 'the results table has no rows'}")
     if metric not in df.columns or not pd.api.types.is_numeric_dtype(df[metric]):
         numeric = [c for c in df.columns if pd.api.types.is_numeric_dtype(df[c]) and c not in REQUIRED]
         raise ValueError(f"metric {metric!r} is not a numeric column; choose one of {numeric}")
