@@ -24,7 +24,7 @@ from rrlib.runs.data import DataError
 from rrlib.runs.disk import DiskFull
 from rrlib.runs.folders import claimed
 from rrlib.runs.presets import available_sizes, load_preset, resolve_run
-from rrlib.runs.runfiles import RunConflict, StateError
+from rrlib.runs.runfiles import RunConflict, StateError, append_log
 from rrlib.runs.sweep import SweepIncomplete, grid, results_table, run_sweep
 from rrlib.runs.token_cache import load_token_data
 from rrlib.runs.train import train_run
@@ -487,9 +487,9 @@ def test_a_log_line_that_does_not_fit_on_the_disk_is_not_left_half_written(tmp_p
                 return self.fh.write(data[: len(data) // 2])
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    train_module._log(open(path, "ab", buffering=0), {"step": 1, "loss": 5.0})
+    append_log(open(path, "ab", buffering=0), {"step": 1, "loss": 5.0})
     with pytest.raises(OSError):
-        train_module._log(Full(), {"step": 2, "loss": 4.0})
+        append_log(Full(), {"step": 2, "loss": 4.0})
     assert path.read_text() == '{"step": 1, "loss": 5.0}\n'
 
 
