@@ -229,3 +229,21 @@ def test_the_kernels_own_log_stays_out_of_the_builds(tmp_path, capfd):
     err = capfd.readouterr().err
     assert "[report] 09_quiet: step 1/1" in err
     assert "IPKernelApp" not in err and "WARNING" not in err and "KeyboardInterrupt" not in err
+
+
+def test_a_summary_page_is_fingerprinted_on_the_tables_of_the_pages_built_before_it(tmp_path):
+    """Page 07 reads the tables of the pages before it; page 08 is built after it, so 08's tables must not be in 07's
+    fingerprint (they were: a build that changed page 08 left page 07 stale, and only a second build settled it)."""
+    nb = next(n for n in NOTEBOOKS if n.name == "07_claims")
+    runs, tables = tmp_path / "outputs" / "runs", tmp_path / "tables"
+    runs.mkdir(parents=True)
+    tables.mkdir()
+    csv = tmp_path / "paper.csv"
+    csv.write_text("size,variant\n")
+    (tables / "05_family_summary.csv").write_text("a\n1\n")
+    first = page_inputs(nb, {}, runs, None, csv, tables)
+    (tables / "08_leaderboard.csv").write_text("a\n1\n")
+    (tables / "07_claims.csv").write_text("a\n1\n")
+    assert page_inputs(nb, {}, runs, None, csv, tables) == first
+    (tables / "05_family_summary.csv").write_text("a\n2\n")
+    assert page_inputs(nb, {}, runs, None, csv, tables) != first

@@ -19,7 +19,7 @@ RUN_FILES = ("result.json", "metrics.jsonl", "config.json", "weights.pt", "probe
 def page_inputs(nb: Notebook, parameters: dict, runs: Path, size: str | None, paper_csv: Path,
                 tables: Path | None = None) -> str:
     """A fingerprint of what a page is built from: its notebook, its parameters, the run files it can read, and
-    for a summary page (``nb.summary``) the other pages' tables in ``tables``.
+    for a summary page (``nb.summary``) the tables in ``tables`` of the pages built before it.
 
     A per-size page reads its size's runs; the others may read any run beside ``runs`` (the looped sweep keeps
     its own roots there) except the smoke-test size, whose runs the main job trains afresh, the ``own_roots`` of
@@ -37,10 +37,12 @@ def page_inputs(nb: Notebook, parameters: dict, runs: Path, size: str | None, pa
     for path in input_files(nb, runs, size):
         digest.update(path.relative_to(root).as_posix().encode())
         digest.update(path.read_bytes())
-    own = nb.name.split("_")[0] + "_"
+    # the tables of the pages built before it (the build goes in NOTEBOOKS' order, so a later page's tables are not
+    # what it read), not the smoke-test page's, which every clone makes afresh
+    position = next((k for k, other in enumerate(NOTEBOOKS) if other.name == nb.name), len(NOTEBOOKS))
+    earlier = tuple(other.name.split("_")[0] + "_" for other in NOTEBOOKS[:position] if other.name != nb.name)
     for path in sorted(tables.glob("*.csv")) if nb.summary and tables is not None else []:
-        # not its own tables, nor the smoke-test page's, which every clone makes afresh
-        if not path.name.startswith(own) and not any(f"_{s}_" in path.name for s in QUICK_SIZES):
+        if path.name.startswith(earlier) and not any(f"_{s}_" in path.name for s in QUICK_SIZES):
             digest.update(path.name.encode())
             digest.update(path.read_bytes())
     return digest.hexdigest()
