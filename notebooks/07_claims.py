@@ -502,3 +502,4 @@ forest = plots.forest(claim_page.forest_rows(claims),
                       "Each tested claim: the effect here and its 95 % interval, beside the paper's stated effect")
 ledger_shown.update(HTML(f"<p>{summary_line}</p>" + claim_page.ledger_html(claims)))
 plots.show_figure(forest, "07_forest", figures_dir)
+print(summary_line)
