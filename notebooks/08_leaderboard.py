@@ -136,3 +136,9 @@ tables.reader_table(todo, "08_plan", figures_dir,
 # The board sets every rule of the family against the standard residual in one design: the same model size,
 # recipe, data and seeds, one test, one correction over the comparisons, and a verdict that says how strong it is.
 # Rows fill in as the study's runs finish; a rebuild of this page reads them.
+
+# %%
+judged = board[board["stage"] == "judged"].drop(index=study.BASELINE, errors="ignore")
+print(f"{len(judged)} of {len(board) - 1} rules judged against {study.BASELINE} at {study.SIZE}: "
+      + ", ".join(f"{rule} {row.verdict}" for rule, row in judged.iterrows())
+      + f"; {int(left['runs_to_train'].sum())} runs to go.")
