@@ -13,9 +13,10 @@ those of another size whose name extends it (``03_family_mini_*`` belongs to ``f
 """
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
+
+from ..runs.checkpoints import write_bytes_atomic
 
 FOLDERS = {"figures": ".png", "tables": ".csv"}
 
@@ -67,6 +68,4 @@ def publish(scratch: Path, out: Path, stem: str, mine, copied: dict[str, bytes])
 
 def _replace(source: Path, target: Path) -> None:
     """``target`` replaced by ``source``'s bytes in one step (a link in its place is replaced, never followed)."""
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    shutil.copyfile(source, tmp)
-    os.replace(tmp, target)
+    write_bytes_atomic(target, source.read_bytes())
