@@ -146,10 +146,16 @@ STUDIES = {s.name: s for s in (REZERO_SPEED, LAYERSCALE, REZERO_DEPTH, HIGHWAY, 
 # ---------------------------------------------------------------- the spread each design is sized from
 
 
+def trained_threshold() -> float:
+    """The loss a run must end below to count as trained: the training tokens' unigram entropy less STALL_NATS (the
+    module docstring). Every preset these studies train reads the same sample, so one preset's tokens give it."""
+    return unigram_entropy(load_run_data(resolve_run("depth24", "standard", 0)).train) - STALL_NATS
+
+
 def trained_spread() -> tuple[np.ndarray, str]:
     """The committed depth ablation's most variable trained cell (variant and depth of 16 blocks or more whose mean
     loss is below the threshold): its final losses over its seeds."""
-    threshold = unigram_entropy(load_run_data(resolve_run("depth24", "standard", 0)).train) - STALL_NATS
+    threshold = trained_threshold()
     cells = []
     for size in ("depth16", "depth20", "depth24"):
         runs = results_table("outputs/runs", size)

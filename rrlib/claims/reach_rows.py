@@ -1,0 +1,318 @@
+"""The rows of the claims the CPU reaches by its own studies (rrlib.report.depth_reach_study, looped_reach_study and
+looped_study's L sweep), each judged by the one rule once every run of its registered design has ended, and untested
+with its count of seeds until then. Each reader takes the claim's record and what its study wrote; the studies'
+modules hold the designs, this module how a finished design is read. Every reading here was written down before the
+runs it reads had been looked at; where it fixes something a record leaves open, the function says so.
+
+- ``trained_row``: Highway's and ReZero's depth claims. Per seed, threshold − final fixed_loss (positive: below the
+  unigram level, depth_reach_study's docstring); per depth a one-sample t-test, one-sided on the estimate's side;
+  every depth must pass, so the depth with the largest p decides (an intersection: no correction). A diverged run
+  has no final loss; it is read at its initial loss, ln(vocabulary) (it learned nothing), never dropped.
+- ``speed_row``: ReZero's speed, log2(standard's steps / ReZero's) to the target loss, positive when ReZero is
+  faster, paired over the design's seeds; ``speed_row`` at ``rezero_lr`` gives the exploratory reading at another
+  rate (the seeds that reached the target there).
+- ``layerscale_row``: minus the per-seed slope of (layerscale − standard) on log2(blocks), positive when
+  LayerScale's gain grows with depth; the per-depth gaps (Holm over the depths) in its table.
+- ``mechanism_row``: standard's trained growth over depth − the rule's, paired by seed, Holm over the depths; the
+  depth with the largest adjusted p decides (every depth must hold); trained − init beside it.
+- ``loop_norm_row``: 1/√N's stream grows with N (t-test of its slopes) and 1/N's does not (TOST at the margin),
+  Holm over the two; supported where both parts are, contradicted where either is.
+- ``unique_layers_row``: minus the slope of log2(optimal lr) on log2(L) under 1/N at N = 2, positive when the
+  optimum falls with L as the paper's η·m_L^(−1/2) does.
+
+``runs_table`` lists each study's runs, seeds, CPU-hours (the runs' own training minutes) and the commits they ran at.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from rrlib.report import depth_reach_study as depth, looped_reach_study as looped_reach, looped_study, probes
+from rrlib.report.claims_study import read_probes
+from rrlib.report.study_plan import Study, arm_seeds, finished
+from rrlib.stats import detectable_gap, equivalence_p, holm, ledger
+
+from .rows import row, unfinished
+
+
+def design_ended(study: Study, arms, seeds) -> tuple[pd.DataFrame, int]:
+    """The runs of the design (``arms`` at their sizes, the tested arms at ``seeds``, the others at the study's
+    context seeds) that have ended, and how many of ``seeds`` have every run they take part in ended."""
+    runs = pd.concat([finished(study, [arm], arm_seeds(study, arm, seeds)) for arm in arms], ignore_index=True)
+    ended = set(zip(runs["arm"], runs["size"], runs["seed"]))
+    done = sum(all((a.name, size, seed) in ended for a in arms if seed in arm_seeds(study, a, seeds)
+                   for size in study.arm_sizes(a)) for seed in seeds)
+    return runs, done
+
+
+def unread(claim, study: Study, design: dict, arms=None) -> dict | None:
+    """The row of a design not yet read: untested with its seeds done (the pilot's while the pilot runs); None once
+    every run of the design has ended. ``design`` is the study module's (arms and seeds; seeds None until the
+    pilot has finished)."""
+    if design["seeds"] is None:
+        _, done = design_ended(study, study.arms, study.pilot_seeds)
+        return unfinished(claim, f"{study.name}'s pilot", done, len(study.pilot_seeds))
+    _, done = design_ended(study, arms or design["arms"], design["seeds"])
+    return unfinished(claim, study.name, done, len(design["seeds"])) if done < len(design["seeds"]) else None
+
+
+def _one_sided(values, alpha: float) -> dict:
+    """A one-sample t-test of ``values`` against 0, its p one-sided on the estimate's side (so that the rule reads a
+    significant positive mean as supported and a significant negative one as contradicted), the two-sided
+    interval at 1 − alpha, and the mean the one-sided test detects at 80 % power."""
+    test = ledger.paired(values, alpha)
+    sd = float(np.std(values, ddof=1)) if len(values) > 1 else np.nan
+    return {**test, "p": test["p"] / 2, "mde": detectable_gap(sd, len(values), 2 * alpha)}
+
+
+# ---------------------------------------------------------------- Highway and ReZero: do the deep models train?
+
+
+def trained_values(study: Study, runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per ended run: arm, size, blocks, seed, fixed_loss and ``below`` = threshold − fixed_loss (a diverged
+    run at its initial loss, ln of the vocabulary)."""
+    threshold = depth.trained_threshold()
+    vocab = depth.resolve_run(study.sizes[0], study.arms[0].variant, 0).model.vocab_size
+    loss = np.where(runs["status"] == "finished", runs["fixed_loss"].astype(float), math.log(vocab))
+    blocks = [depth.resolve_run(size, "standard", 0).model.n_layers for size in runs["size"]]
+    return runs.assign(blocks=blocks, below=threshold - loss)[["arm", "size", "blocks", "seed", "status", "below"]]
+
+
+def trained_table(study: Study, seeds, alpha: float = 0.05) -> pd.DataFrame:
+    """Per arm and depth: seeds, diverged runs, the mean of threshold − loss with its interval, and for the tested
+    arm the one-sided p and the detectable mean."""
+    runs, _ = design_ended(study, study.arms, seeds)
+    values = trained_values(study, runs)
+    rows = []
+    for (arm, size), part in values.groupby(["arm", "size"], sort=False):
+        tested = next(a for a in study.arms if a.name == arm).tested
+        test = _one_sided(part["below"].to_numpy(), alpha)
+        rows.append({"arm": arm, "size": size, "blocks": int(part["blocks"].iloc[0]), "seeds": len(part),
+                     "diverged": int((part["status"] == "diverged").sum()), "below": test["effect"],
+                     "ci_low": test["ci_low"], "ci_high": test["ci_high"],
+                     "p": test["p"] if tested else np.nan, "mde": test["mde"] if tested else np.nan})
+    return pd.DataFrame(rows)
+
+
+def trained_row(claim, study: Study, design: dict, evidence: str, alpha: float = 0.05) -> dict:
+    """The claim that the tested arm trains at every depth (the module docstring)."""
+    if waiting := unread(claim, study, design):
+        return waiting
+    seeds = design["seeds"]
+    table = trained_table(study, seeds, alpha)
+    tested = table[table["p"].notna()].reset_index(drop=True)
+    k = ledger.binding(tested["p"])
+    chosen = tested.iloc[k]
+    beside = table[table["p"].isna()]
+    return row(claim, f"threshold − final fixed_loss (nats; the threshold {depth.trained_threshold():.3f}, 0.05 below "
+                      f"the unigram entropy), {int(chosen['seeds'])} seeds a depth, one-sided: " + "; ".join(
+                          f"{r.arm} at {r.blocks} blocks {r.below:+.3f} (p {r.p:.2g}"
+                          + (f", {r.diverged} diverged" if r.diverged else "") + ")" for r in tested.itertuples())
+               + "; the depth with the largest p decides. Beside it: " + "; ".join(
+                   f"{r.arm} at {r.blocks} {r.below:+.3f} ({r.seeds} seeds"
+                   + (f", {r.diverged} diverged" if r.diverged else "") + ")" for r in beside.itertuples()),
+               ledger.judge("directional", chosen["below"], chosen["p"], alpha=alpha), evidence, chosen["below"],
+               chosen["ci_low"], chosen["ci_high"], chosen["p"], ledger.NO_CORRECTION, detectable=chosen["mde"],
+               margin=claim.margin_value)
+
+
+# ---------------------------------------------------------------- ReZero's speed
+
+
+def speed_values(study: Study, seeds, rezero_lr: float | None = None) -> tuple[pd.Series, dict]:
+    """Per seed: log2(standard's steps / ReZero's) to the design's target loss (positive: ReZero faster), at the
+    design's best rates, or with ReZero at ``rezero_lr`` (a seed whose run there diverged or never reached the
+    target is left out, and counted)."""
+    reading = depth.speed_reading(study, study.pilot_seeds)
+    rezero, standard = reading["arms"]
+    if rezero_lr is not None:
+        rezero = next(a for a in study.arms if a.variant == "rezero" and a.lr == rezero_lr)
+    ended = finished(study, [rezero], seeds)
+    ran = set(ended.loc[ended["status"] == "finished", "seed"])
+    ratios = {s: math.log2(depth.steps_to(depth.eval_curve(study, standard, s), reading["target_loss"])
+                           / depth.steps_to(depth.eval_curve(study, rezero, s), reading["target_loss"]))
+              for s in seeds if s in ran}
+    values = pd.Series(ratios, dtype=float).dropna()
+    return values, {"rezero": rezero, "standard": standard, "target": reading["target_loss"],
+                    "left_out": len(seeds) - len(values)}
+
+
+def speed_row(claim, study: Study, design: dict, evidence: str, rezero_lr: float | None = None,
+              alpha: float = 0.05) -> dict:
+    """ReZero reaches the target loss in fewer steps than standard, each at its rate (the module docstring); at
+    ``rezero_lr`` the exploratory reading, on the design's seeds."""
+    if waiting := unread(claim, study, design, study.arms if rezero_lr else None):
+        return waiting
+    seeds = design["seeds"]
+    values, how = speed_values(study, seeds, rezero_lr)
+    test = ledger.paired(values.to_numpy(), alpha)
+    left = f"; {how['left_out']} seeds left out (diverged or never at the target)" if how["left_out"] else ""
+    return row(claim, f"log₂(standard's steps / rezero's) to fixed_loss {how['target']:.4f}, rezero (no pre-norm) at "
+                      f"lr {how['rezero'].lr:g}, standard at lr {how['standard'].lr:g}, {test['n']} seeds paired "
+                      f"(per seed: {', '.join(f'{v:+.2f}' for v in values)}){left}; the paper's 56 % faster is "
+                      f"{claim.stated_effect:+.3f}",
+               ledger.judge("directional", test["effect"], test["p"], alpha=alpha), evidence, test["effect"],
+               test["ci_low"], test["ci_high"], test["p"], claim.correction, claim.stated_effect, test["mde"])
+
+
+# ---------------------------------------------------------------- LayerScale over depth
+
+
+def layerscale_gaps(study: Study, seeds, alpha: float = 0.05) -> pd.DataFrame:
+    """Per depth: standard − layerscale fixed_loss (positive: LayerScale better), paired by seed, Holm over the
+    depths."""
+    runs = finished(study, seeds=seeds)
+    loss = runs.pivot_table(index=["size", "seed"], columns="arm", values="fixed_loss")
+    rows = [{"size": size, "blocks": depth.resolve_run(size, "standard", 0).model.n_layers,
+             **ledger.paired((part["standard"] - part["layerscale"]).dropna().to_numpy(), alpha)}
+            for size, part in loss.groupby(level="size", sort=False)]
+    table = pd.DataFrame(rows).sort_values("blocks").reset_index(drop=True)
+    return table.assign(p_holm=holm(table["p"]))
+
+
+def layerscale_row(claim, study: Study, design: dict, evidence: str, alpha: float = 0.05) -> dict:
+    """LayerScale's gain over standard grows with depth: minus the per-seed slope of the gap on log2(blocks)."""
+    if waiting := unread(claim, study, design):
+        return waiting
+    seeds = design["seeds"]
+    slopes = -depth.layerscale_slopes(study, seeds)
+    test = ledger.paired(slopes[np.isfinite(slopes)], alpha)
+    gaps = layerscale_gaps(study, seeds, alpha)
+    return row(claim, f"−slope of (layerscale − standard) fixed_loss on log₂(blocks), nats per doubling, {test['n']} "
+                      "seeds; the gaps standard − layerscale beside it (Holm over the depths): " + "; ".join(
+                          f"{r.blocks} blocks {r.effect:+.4f} (Holm p {r.p_holm:.2g})" for r in gaps.itertuples()),
+               ledger.judge("directional", test["effect"], test["p"], alpha=alpha), evidence, test["effect"],
+               test["ci_low"], test["ci_high"], test["p"], claim.correction, detectable=test["mde"])
+
+
+# ---------------------------------------------------------------- AttnRes and MGR on fresh seeds
+
+
+def growth_by_depth(study: Study, rule: str, seeds, alpha: float = 0.05) -> pd.DataFrame:
+    """Per depth: standard's growth over depth of the hidden state's RMS − ``rule``'s, in the trained models
+    (primary) and trained − init (beside), paired by seed; Holm over the depths on the primary; the detectable
+    difference at the level Holm leaves (α over the depths)."""
+    rows = []
+    arms = {a.name: a for a in study.arms}
+    for size in study.sizes:
+        growth = {}
+        for name in ("standard", rule):
+            scales = read_probes(study.arm_root(arms[name]), size, [arms[name].variant], seeds)
+            growth[name] = pd.Series({key: probes.depth_growth(part, "read_rms")
+                                      for key, part in scales.groupby(["seed", "state"])}, dtype=float)
+        diff = (growth["standard"] - growth[rule]).dropna().unstack()
+        trained = diff.get("trained", pd.Series(dtype=float)).dropna()
+        learned = (diff["trained"] - diff["init"]).dropna() if {"trained", "init"} <= set(diff) else trained[:0]
+        test = ledger.paired(trained.to_numpy(), alpha)
+        sd = float(trained.std(ddof=1)) if len(trained) > 1 else np.nan
+        rows.append({"rule": rule, "size": size, **test,
+                     "mde": detectable_gap(sd, len(trained), alpha / len(study.sizes)),
+                     "learned": learned.mean() if len(learned) else np.nan,
+                     "learned_p": ledger.paired(learned.to_numpy(), alpha)["p"]})
+    table = pd.DataFrame(rows)
+    return table.assign(p_holm=holm(table["p"]))
+
+
+def mechanism_row(claim, study: Study, rule: str, design: dict, evidence: str, alpha: float = 0.05) -> dict:
+    """``rule``'s hidden state grows less over depth than standard's, at every depth (the module docstring)."""
+    if waiting := unread(claim, study, design, [a for a in study.arms if a.name in ("standard", rule)]):
+        return waiting
+    seeds = design["seeds"]
+    table = growth_by_depth(study, rule, seeds, alpha)
+    if int(table["n"].min()) < len(seeds):
+        return unfinished(claim, f"the {rule} and standard {study.name} probe", int(table["n"].min()), len(seeds))
+    effect, low, high, p = ledger.intersection(*(table[c].to_numpy() for c in ("effect", "ci_low", "ci_high",
+                                                                               "p_holm")))
+    chosen = table.iloc[ledger.binding(table["p_holm"])]
+    return row(claim, f"growth over depth of the hidden state's RMS in the trained models (log₂, first block to last), "
+                      f"standard's − {rule}'s, seeds {seeds[0]}–{seeds[-1]} paired at each depth: " + "; ".join(
+                          f"{r.size} {r.effect:+.3f} (Holm p {r.p_holm:.2g}; trained − init {r.learned:+.3f})"
+                          for r in table.itertuples()) + "; the depth with the largest Holm p decides",
+               ledger.judge("directional", effect, p, alpha=alpha), evidence, effect, low, high, p,
+               claim.correction, detectable=chosen["mde"])
+
+
+# ---------------------------------------------------------------- the looped claims
+
+
+def loop_norm_parts(study: Study, seeds, margin: float, alpha: float = 0.05) -> pd.DataFrame:
+    """The two parts of the loop-norm claim on the trained models' slopes (initial models' beside): 1/√N grows
+    (``scaled_loops``, t-test against 0) and 1/N does not (``scaled``, TOST at ±margin), Holm over the two, and
+    each part's verdict by the rule."""
+    slopes, init = (looped_reach.stream_slopes(study, seeds, state) for state in ("trained", "init"))
+    rows = []
+    for rule, kind in (("scaled_loops", "directional"), ("scaled", "equivalence")):
+        s = slopes[rule].dropna().to_numpy()
+        test = ledger.paired(s, alpha)
+        p = test["p"] if kind == "directional" else equivalence_p(s, margin)
+        rows.append({"rule": rule, "kind": kind, **test, "p_test": p, "init_slope": init[rule].mean()})
+    parts = pd.DataFrame(rows)
+    parts["p_holm"] = holm(parts["p_test"])
+    parts["verdict"] = [ledger.judge(
+        r.kind, r.effect, r.p_holm if r.kind == "directional" else np.nan,
+        r.p_holm if r.kind == "equivalence" else np.nan, alpha=alpha,
+        p_beyond=ledger.beyond_margin_p(r.effect, r.ci_low, r.ci_high, r.n, margin, "both", alpha)
+        if r.kind == "equivalence" else np.nan) for r in parts.itertuples()]
+    return parts
+
+
+def loop_norm_row(claim, study: Study, design: dict, evidence: str, alpha: float = 0.05) -> dict:
+    """Both parts must hold: supported where both are, contradicted where either is; the row shows the deciding
+    part (the contradicting one, else the one with the larger Holm p)."""
+    if waiting := unread(claim, study, design):
+        return waiting
+    seeds = design["seeds"]
+    parts = loop_norm_parts(study, seeds, claim.margin_value, alpha)
+    against = parts[parts["verdict"] == "contradicted"]
+    chosen = against.iloc[0] if len(against) else parts.iloc[ledger.binding(parts["p_holm"])]
+    verdict = ("contradicted" if len(against) else "supported" if (parts["verdict"] == "supported").all()
+               else "inconclusive")
+    return row(claim, f"slope of log₂(stream RMS after the last loop) on log₂ N, trained, {int(parts['n'].min())} "
+                      "seeds: " + "; ".join(
+                          f"{r.rule} {r.effect:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}] "
+                          f"({'t' if r.kind == 'directional' else 'TOST'} Holm p {r.p_holm:.2g}: {r.verdict}; "
+                          f"initial models {r.init_slope:+.3f})" for r in parts.itertuples())
+               + f"; the row shows {chosen['rule']}",
+               verdict, evidence, chosen["effect"], chosen["ci_low"], chosen["ci_high"], chosen["p_holm"],
+               claim.correction, detectable=chosen["mde"], margin=claim.margin_value)
+
+
+def unique_layers_row(claim, evidence: str, alpha: float = 0.05) -> dict:
+    """The optimum under 1/N falls with L: minus the slope of log2(optimal lr) on log2(L), the parabola optimum
+    (primary) over the seeds with one at every L; the grid optimum beside it."""
+    design = looped_study.UNIQUE_LAYERS
+    runs = looped_study.study_runs(design.out_root, design.count_setting)
+    grid = looped_study.design_grid(runs, design)
+    seeds = looped_study.complete_seeds(runs, grid, design.seeds).get("scaled", [])
+    if len(seeds) < len(design.seeds):
+        return unfinished(claim, "the L sweep", len(seeds), len(design.seeds))
+    on_grid = runs[[lr in grid.get((v, n), ()) for v, n, lr in zip(runs["variant"], runs["loops"], runs["lr"])]]
+    slopes = looped_study.seed_slopes(looped_study.seed_optima(on_grid[on_grid["seed"].isin(seeds)]))
+    by = {e: ledger.paired(-slopes[e].dropna().to_numpy(), alpha) for e in ("parabola", "grid")}
+    t = by["parabola"]
+    return row(claim, f"−slope of log₂(optimal lr) on log₂ L under 1/N at N = 2, L = "
+                      f"{', '.join(map(str, design.counts))}, parabola optimum ({t['n']} seeds with one at every L); "
+                      f"by the grid optimum ({by['grid']['n']} seeds) {by['grid']['effect']:+.3f}, p "
+                      f"{by['grid']['p']:.2g}; the paper's L^(−1/2) is {claim.stated_effect:+.2f}",
+               ledger.judge("directional", t["effect"], t["p"], alpha=alpha), evidence, t["effect"], t["ci_low"],
+               t["ci_high"], t["p"], claim.correction, claim.stated_effect, t["mde"])
+
+
+# ---------------------------------------------------------------- what the runs cost
+
+
+def runs_table(studies: dict[str, Study]) -> pd.DataFrame:
+    """Per study: its ended runs, the seeds among them, the CPU-hours they took (their own training minutes, one
+    thread each) and the commits they ran at."""
+    rows = []
+    for name, study in studies.items():
+        runs = finished(study)
+        if not len(runs):
+            continue
+        rows.append({"study": name, "runs": len(runs), "seeds": runs["seed"].nunique(),
+                     "diverged": int((runs["status"] == "diverged").sum()),
+                     "cpu_hours": float(runs["minutes"].astype(float).sum() / 60),
+                     "commits": ", ".join(sorted({str(c)[:7] for c in runs["git_commit"]}))})
+    return pd.DataFrame(rows, columns=["study", "runs", "seeds", "diverged", "cpu_hours", "commits"])
