@@ -61,14 +61,16 @@ figures_dir = None  # the report's figure folder; None shows figures without wri
 # %%
 from pathlib import Path
 
+import pandas as pd
 from IPython.display import HTML, display
 
-from rrlib.claims import conversion, family as family_rows, figures, gate, looped, mechanisms, records, review, sources
+from rrlib.claims import conversion, family as family_rows, figures, gate, looped, mechanisms, reach_rows, records
+from rrlib.claims import review, sources
 from rrlib.claims import page as claim_page
 from rrlib.claims import rows as claim_rows
 from rrlib.claims.rows import link
 from rrlib.claims.sources import cpu_rate, depth_probes, finished, page_table as read_table
-from rrlib.report import claims_study, looped_study, plots, power_study, tables
+from rrlib.report import claims_study, depth_reach_study, looped_reach_study, looped_study, plots, power_study, tables
 from rrlib import stats
 from rrlib.stats import ledger
 from rrlib.runs.arguments import seed_list
@@ -103,8 +105,17 @@ def beyond_reach(cid, evidence=""):
     return claim_rows.beyond_reach(CLAIMS[cid], rate, evidence)
 
 
-def pending(cid):
-    return claim_rows.pending(CLAIMS[cid])
+# the studies the CPU reaches by itself (rrlib.report.depth_reach_study, looped_reach_study): their registered
+# designs, each read by rrlib.claims.reach_rows once every run of it has ended
+REACH = {**depth_reach_study.STUDIES, **looped_reach_study.STUDIES}
+reach_designs = {name: (looped_reach_study if name in looped_reach_study.STUDIES else depth_reach_study).design(study)
+                 for name, study in REACH.items()}
+reach_link = link("07_claims", "07_reach_runs")
+
+
+def reach_row(cid, name, read, *args):
+    """The row of ``cid`` from study ``name``'s design, by ``read`` (a rrlib.claims.reach_rows reader)."""
+    return read(CLAIMS[cid], REACH[name], *args, reach_designs[name], reach_link, alpha=alpha)
 
 
 rows = []
@@ -359,7 +370,7 @@ def family_gain_row(cid, variant):
 
 
 rows += [growth_row("attnres-growth", "attnres", "endpoint"), growth_row("attnres-growth-fit", "attnres", "fit"),
-         pending("attnres-growth-confirm")]
+         reach_row("attnres-growth-confirm", "mechanisms", reach_rows.mechanism_row, "attnres")]
 rows.append(family_rows.block_keeps_gain(CLAIMS["attnres-block-keeps-gain"], summary, family_runs, family_size,
                                          link("05_related_methods", f"05_{family_size}_summary"), alpha))
 rows += [beyond_reach("attnres-compute"), beyond_reach("attnres-latency")]
@@ -451,7 +462,7 @@ else:
 
 # %%
 rows += [growth_row("mgr-activation-scales", "mgr", "endpoint"), growth_row("mgr-activation-scales-fit", "mgr", "fit"),
-         pending("mgr-activation-scales-confirm")]
+         reach_row("mgr-activation-scales-confirm", "mechanisms", reach_rows.mechanism_row, "mgr")]
 rows.append(beyond_reach("mgr-communication"))
 # the powered design, sized for 0.017 nats, reads alone once it has finished (page 05)
 rows.append(family_rows.powered_gain(CLAIMS["mgr-gain"], "mgr", family_power_tests, alpha)
@@ -466,7 +477,8 @@ rows += looped.ledger_rows(CLAIMS, *(page_table(f"{looped_tables}_{part}")
                                      for part in ("trainability", "transfer", "optima")),
                            looped_tables == "05_looped_power", link("05_related_methods", f"{looped_tables}_transfer",
                                                                     f"{looped_tables}_trainability"), alpha)
-rows += [pending("looped-depends-on-l"), pending("looped-stream-norm")]
+rows += [reach_rows.unique_layers_row(CLAIMS["looped-depends-on-l"], reach_link, alpha),
+         reach_row("looped-stream-norm", "loop_norms", reach_rows.loop_norm_row)]
 
 # %% [markdown]
 # ## The family's older members: Highway networks, ReZero, LayerScale, Hyper-Connections, mHC
@@ -476,16 +488,49 @@ rows += [pending("looped-depends-on-l"), pending("looped-stream-norm")]
 # page's at its size: equal steps, fixed held-out loss, paired by seed; "converges faster" is read here as a lower
 # loss after the same number of steps, with the pre-norm kept and one shared learning rate, which is not how the
 # ReZero paper runs it. The claims as their papers run them (Highway and ReZero to hundreds of layers, ReZero's
-# speed without the pre-norm and at each rule's own learning rate, LayerScale over depth) are registered before
-# their runs, with their metrics, tests and margins in their records; their designs have not run yet.
+# speed without the pre-norm and at each rule's own learning rate, LayerScale over depth) were registered before
+# their runs, with their metrics, tests and margins in their records (`rrlib.report.depth_reach_study` holds the
+# designs and the choices where the papers are not this harness); each row reads its design once every run of it
+# has ended (`rrlib.claims.reach_rows`), and until then says how many seeds are in. ReZero's rate of 8e-3, the
+# lowest mean loss of its pilot but with one seed diverged there, is the exploratory reading beside the registered
+# one.
 
 # %%
-rows.append(pending("highway-hundreds-of-layers"))
+rows.append(reach_row("highway-hundreds-of-layers", "highway_depth", reach_rows.trained_row))
 rows.append(family_gain_row("rezero-converges-faster", "rezero"))
-rows += [pending("rezero-converges-faster-as-run"), pending("rezero-120-layers"), pending("layerscale-deeper")]
+rows += [reach_row("rezero-converges-faster-as-run", "rezero_speed", reach_rows.speed_row),
+         reach_rows.speed_row(CLAIMS["rezero-converges-faster-8e-3"], REACH["rezero_speed"],
+                              reach_designs["rezero_speed"], reach_link, rezero_lr=0.008, alpha=alpha),
+         reach_row("rezero-120-layers", "rezero_depth", reach_rows.trained_row),
+         reach_row("layerscale-deeper", "layerscale_depth", reach_rows.layerscale_row)]
 rows.append(family_gain_row("hc-gain", "hc"))
 rows.append(family_rows.over(CLAIMS["mhc-over-hc"], "mhc", "hc", family_runs, family_size, alpha))
 rows.append(beyond_reach("mhc-stable-at-scale"))
+
+# %% [markdown]
+# ## The CPU's own studies: their runs and what each found
+#
+# Every study the ledger's reach rows read: the runs that have ended, the CPU-hours they took (their own training
+# minutes, one thread each) and the commits they ran at; below it, each finished design's table.
+
+# %%
+display(tables.reader_table(reach_rows.runs_table(REACH), "07_reach_runs", figures_dir, index=False,
+                            formats={"cpu_hours": "{:.2f}"}))
+for name in ("highway_depth", "rezero_depth"):
+    if reach_rows.design_done(REACH[name], reach_designs[name]):
+        display(tables.reader_table(reach_rows.trained_table(REACH[name], reach_designs[name]["seeds"], alpha),
+                                    f"07_{name}", figures_dir, index=False, formats={
+                                        c: "{:+.3f}" for c in ("below", "ci_low", "ci_high")} | {
+                                        "p": "{:.2g}", "mde": "{:.3f}"}))
+if reach_rows.design_done(REACH["layerscale_depth"], reach_designs["layerscale_depth"]):
+    display(tables.reader_table(reach_rows.layerscale_gaps(REACH["layerscale_depth"],
+                                                           reach_designs["layerscale_depth"]["seeds"], alpha),
+                                "07_layerscale_depth", figures_dir, index=False))
+if reach_rows.design_done(REACH["mechanisms"], reach_designs["mechanisms"]):
+    display(tables.reader_table(pd.concat([reach_rows.growth_by_depth(REACH["mechanisms"], rule,
+                                                                      reach_designs["mechanisms"]["seeds"], alpha)
+                                           for rule in ("attnres", "mgr")]), "07_mechanisms", figures_dir,
+                                index=False))
 
 # %% [markdown]
 # ## Recap

@@ -81,7 +81,13 @@ def test_an_unfinished_design_is_untested_with_its_count(monkeypatch, threshold)
     rows = [r for r in depth_runs(lambda *a: 2.0) if not (r["seed"] == 3 and r["size"] == "reach64")]
     assert judge_depth(monkeypatch, rows)["verdict"] == "untested: depth_test runs not finished (3 of 4 seeds)"
     pilot = dataclasses.replace(depth.LAYERSCALE, name="pilot_test")
-    monkeypatch.setattr(reach_rows, "finished", fake_finished(rows))
+    monkeypatch.setattr(reach_rows, "finished", fake_finished([{**rows[0], "arm": "another_study"}]))
+    waiting = reach_rows.layerscale_row(CLAIMS["layerscale-deeper"], pilot, {"arms": pilot.arms, "seeds": None}, "")
+    assert waiting["verdict"] == "untested: registered before its runs; its design has not run yet"
+    started = [r for r in depth_runs(lambda *a: 2.0) if r["size"] == "reach24"]
+    for r in started:
+        r.update(arm={"rezero": "layerscale"}.get(r["arm"], r["arm"]), size="reach4")
+    monkeypatch.setattr(reach_rows, "finished", fake_finished(started))
     waiting = reach_rows.layerscale_row(CLAIMS["layerscale-deeper"], pilot, {"arms": pilot.arms, "seeds": None}, "")
     assert waiting["verdict"] == "untested: pilot_test's pilot runs not finished (0 of 4 seeds)"
 

@@ -34,7 +34,7 @@ from rrlib.report.claims_study import read_probes
 from rrlib.report.study_plan import Study, arm_seeds, finished
 from rrlib.stats import detectable_gap, equivalence_p, holm, ledger
 
-from .rows import row, unfinished
+from .rows import pending, row, unfinished
 
 
 def design_ended(study: Study, arms, seeds) -> tuple[pd.DataFrame, int]:
@@ -48,14 +48,22 @@ def design_ended(study: Study, arms, seeds) -> tuple[pd.DataFrame, int]:
 
 
 def unread(claim, study: Study, design: dict, arms=None) -> dict | None:
-    """The row of a design not yet read: untested with its seeds done (the pilot's while the pilot runs); None once
-    every run of the design has ended. ``design`` is the study module's (arms and seeds; seeds None until the
-    pilot has finished)."""
-    if design["seeds"] is None:
-        _, done = design_ended(study, study.arms, study.pilot_seeds)
-        return unfinished(claim, f"{study.name}'s pilot", done, len(study.pilot_seeds))
-    _, done = design_ended(study, arms or design["arms"], design["seeds"])
-    return unfinished(claim, study.name, done, len(design["seeds"])) if done < len(design["seeds"]) else None
+    """The row of a design not yet read: registered before its runs while none has ended, else untested with its
+    seeds done (the pilot's while the pilot runs); None once every run of the design has ended. ``design`` is the
+    study module's (arms and seeds; seeds None until the pilot has finished)."""
+    what, seeds = (f"{study.name}'s pilot", study.pilot_seeds) if design["seeds"] is None else (study.name,
+                                                                                                  design["seeds"])
+    arms = study.arms if design["seeds"] is None else arms or design["arms"]
+    runs, done = design_ended(study, arms, seeds)
+    if not len(runs):
+        return pending(claim)
+    return unfinished(claim, what, done, len(seeds)) if design["seeds"] is None or done < len(seeds) else None
+
+
+def design_done(study: Study, design: dict) -> bool:
+    """Whether every run of the design has ended (its tables can be shown)."""
+    return design["seeds"] is not None and design_ended(study, design["arms"], design["seeds"])[1] == len(
+        design["seeds"])
 
 
 def _one_sided(values, alpha: float) -> dict:
