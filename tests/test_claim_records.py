@@ -29,7 +29,7 @@ def test_every_record_reads_with_a_unique_id_and_the_cpu_reach_rows_are_register
 def test_an_exploratory_record_follows_a_registered_one_which_keeps_the_verdict():
     by = records.by_id(CLAIMS)
     later = [c for c in CLAIMS if c.status == "exploratory"]
-    assert {c.follows for c in later} == {"attnres-growth", "mgr-activation-scales"}
+    assert {c.follows for c in later} == {"attnres-growth", "mgr-activation-scales", "rezero-converges-faster-as-run"}
     assert all(by[c.follows].status == "registered" and by[c.follows].paper == c.paper for c in later)
 
 

@@ -95,7 +95,8 @@ def test_an_unfinished_design_is_untested_with_its_count(monkeypatch, threshold)
 def test_rezero_faster_is_a_positive_log_ratio(monkeypatch):
     study = dataclasses.replace(depth.REZERO_SPEED, name="speed_test")
     rezero, standard = study.arms[2], study.arms[5]  # 4e-3 and 2e-3
-    rows = [{"arm": a.name, "size": "reach12", "seed": s, "status": "finished", "fixed_loss": 2.4}
+    rows = [{"arm": a.name, "size": "reach12", "seed": s, "fixed_loss": 2.4,
+             "status": "diverged" if (a.lr, a.variant, s) == (0.008, "rezero", 0) else "finished"}
             for a in study.arms for s in study.pilot_seeds]
     monkeypatch.setattr(reach_rows, "finished", fake_finished(rows))
     monkeypatch.setattr(depth, "speed_reading", lambda st, seeds: {"arms": (rezero, standard), "target_loss": 2.5})
@@ -111,7 +112,7 @@ def test_rezero_faster_is_a_positive_log_ratio(monkeypatch):
     assert row["paper_effect"] == pytest.approx(0.642)
     slow = reach_rows.speed_row(CLAIMS["rezero-converges-faster-as-run"], study,
                                 {"arms": (rezero, standard), "seeds": study.pilot_seeds}, "", rezero_lr=0.008)
-    assert "lr 0.008" in slow["test"]
+    assert "lr 0.008" in slow["test"] and "3 seeds paired" in slow["test"] and "; 1 seed left out" in slow["test"]
 
 
 def test_layerscale_gaining_with_depth_is_a_positive_trend(monkeypatch):

@@ -156,7 +156,8 @@ def speed_row(claim, study: Study, design: dict, evidence: str, rezero_lr: float
     seeds = design["seeds"]
     values, how = speed_values(study, seeds, rezero_lr)
     test = ledger.paired(values.to_numpy(), alpha)
-    left = f"; {how['left_out']} seeds left out (diverged or never at the target)" if how["left_out"] else ""
+    left = (f"; {how['left_out']} seed{'s' if how['left_out'] > 1 else ''} left out (diverged or never at the "
+            "target)") if how["left_out"] else ""
     return row(claim, f"log₂(standard's steps / rezero's) to fixed_loss {how['target']:.4f}, rezero (no pre-norm) at "
                       f"lr {how['rezero'].lr:g}, standard at lr {how['standard'].lr:g}, {test['n']} seeds paired "
                       f"(per seed: {', '.join(f'{v:+.2f}' for v in values)}){left}; the paper's 56 % faster is "
