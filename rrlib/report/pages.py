@@ -16,7 +16,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from ..runs.checkpoints import write_bytes_atomic
+from ..runs.disk import write_bytes_atomic
 
 FOLDERS = {"figures": ".png", "tables": ".csv"}
 

@@ -10,15 +10,13 @@ The optimizer state is what fills a disk: AdamW keeps two fp32 moments per param
 """
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 
 import torch
 
 from ..model import count_params
 from .config import KEEP_WEIGHTS, ConfigError, RunConfig, project_path
-from .disk import disk_full, full_disk
+from .disk import write_atomic
 from .presets import load_preset, resolve_run
 
 CKPT_FILE = "ckpt.pt"
@@ -28,36 +26,11 @@ WEIGHT_DTYPES = dict(zip(KEEP_WEIGHTS, (None, torch.bfloat16, torch.float32)))  
 CKPT_BYTES_PER_PARAM = 4 + 4 + 4
 
 
-def save_atomic(obj, path: Path, write=torch.save) -> None:
-    """``write(obj, file)`` into a file beside ``path``, fsynced, then renamed over it.
-
-    The fsync comes before the rename because a rename can reach the disk before the data it names: after a
-    power cut the folder would hold a whole-looking file of zeros. A write that fails (a full disk, a signal)
-    removes its half-written file; a full disk is one DiskFull sentence.
-    """
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.unlink(missing_ok=True)  # a file left by a killed write, or a link: never written through ("x" below)
-    try:
-        with open(tmp, "xb") as fh:
-            write(obj, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException as err:
-        tmp.unlink(missing_ok=True)
-        if disk_full(err):
-            raise full_disk(path, err) from None
-        raise
-
-
-def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """``data`` as the whole of ``path``, replaced atomically (``save_atomic``): never half a file, never written
-    through what stands there (the rename replaces a link itself, not what it points to)."""
-    save_atomic(data, Path(path), lambda d, fh: fh.write(d))
-
-
-def write_json_atomic(path: Path, obj: dict) -> None:
-    save_atomic(obj, path, lambda o, fh: fh.write((json.dumps(o, indent=2, sort_keys=True) + "\n").encode()))
+def save_atomic(obj, path: Path) -> None:
+    """``torch.save(obj)`` as the whole of ``path`` (``disk.write_atomic``), through ``<name>.tmp``: the run's lock
+    keeps a second writer out, and a killed write's file is replaced by the next save."""
+    path = Path(path)
+    write_atomic(path, lambda fh: torch.save(obj, fh), path.with_suffix(path.suffix + ".tmp"))
 
 
 def save_checkpoint(run_dir: Path, model, optimizer, step: int, minutes: float, **state) -> None:

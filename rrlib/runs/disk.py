@@ -1,9 +1,11 @@
 """Writing files so that a kill or a full disk leaves no half of one: temporary files beside the target, removed
 when a write fails and, once their writer is dead, by the next process that writes there; a full disk as one
-sentence with the way out."""
+sentence with the way out. ``write_atomic`` is the one writer every whole file goes through (checkpoints, results,
+tables, the report's pages, caches)."""
 from __future__ import annotations
 
 import errno
+import json
 import os
 import re
 import socket
@@ -76,3 +78,40 @@ def remove_stale_tmp(path: Path) -> None:
                 continue
             print(f"[rrlib] removed {tmp} ({size / 1e6:,.1f} MB), left by process {match[1]} that stopped while "
                   f"writing it", file=sys.stderr, flush=True)
+
+
+def write_atomic(path: Path, write, tmp: Path | None = None) -> None:
+    """``write(file)`` into a temporary file beside ``path``, fsynced, then renamed over it: a kill leaves the old
+    file or the new one, never half of one, and nothing is written through what stands at ``path`` (the rename
+    replaces a link itself, not what it points to).
+
+    ``tmp`` is this process's (``tmp_beside``: concurrent writers never share one; a dead writer's is removed here
+    first) unless the caller names one its own lock guards. The fsync comes before the rename because a rename can
+    reach the disk before the data it names: after a power cut the folder would hold a whole-looking file of zeros.
+    A write that fails (a full disk, a signal) removes its half-written file; a full disk is one DiskFull sentence.
+    """
+    path = Path(path)
+    if tmp is None:
+        remove_stale_tmp(path)
+        tmp = tmp_beside(path)
+    tmp.unlink(missing_ok=True)  # a file left by a killed write, or a link: never written through ("x" below)
+    try:
+        with open(tmp, "xb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException as err:
+        tmp.unlink(missing_ok=True)
+        if disk_full(err):
+            raise full_disk(path, err) from None
+        raise
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """``data`` as the whole of ``path``, replaced atomically (``write_atomic``)."""
+    write_atomic(path, lambda fh: fh.write(data))
+
+
+def write_json_atomic(path: Path, obj: dict) -> None:
+    write_bytes_atomic(path, (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode())

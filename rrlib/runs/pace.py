@@ -22,6 +22,7 @@ import torch
 from ..model import GPT
 from .config import ConfigError, RunConfig, project_path
 from .device import autocast_factory, cpu_matmul_flops, resolve_precision, training_flops
+from .disk import DiskFull, write_bytes_atomic
 from .optim import make_optimizer, optimizer_step
 
 CPU_REACH_HOURS = 12  # beyond this a run is not a CPU's job
@@ -48,10 +49,8 @@ def kept(store, key: str, measure) -> float:
     table[key] = measure()
     try:
         store.parent.mkdir(parents=True, exist_ok=True)
-        tmp = store.with_name(f"{store.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-        os.replace(tmp, store)
-    except OSError:  # a cache that cannot be written: the figure is measured again next time
+        write_bytes_atomic(store, (json.dumps(table, indent=1, sort_keys=True) + "\n").encode())
+    except (OSError, DiskFull):  # a cache that cannot be written: the figure is measured again next time
         pass
     return table[key]
 

@@ -37,6 +37,7 @@ from pathlib import Path
 import torch
 
 from .config import ConfigError, RunConfig
+from .disk import write_bytes_atomic
 from .validate import typed
 
 # (section, setting) pairs that cannot change a run's numbers; see the module docstring
@@ -248,8 +249,6 @@ def truncate_metrics(path: Path, step: int) -> None:
             break
         if record_step <= step:
             keep.append(line)
-    from .checkpoints import write_bytes_atomic  # it imports the presets, which import this module
-
     write_bytes_atomic(path, "".join(line + "\n" for line in keep).encode("utf-8"))
 
 

@@ -42,6 +42,7 @@ from itertools import islice
 from pathlib import Path
 
 from .data import BOTH_WAYS, DATA_VARIABLE, EOT, DataError, data_root, iter_stories, sha256_of
+from .disk import write_bytes_atomic
 
 HUB_DATASET = "roneneldan/TinyStories"
 
@@ -142,11 +143,10 @@ def _fetch_cut(name: str, sample: Sample, fetched: Path) -> None:
     sha256 = hashlib.sha256(body).hexdigest()
     try:
         fetched.parent.mkdir(parents=True, exist_ok=True)
-        tmp = fetched.with_name(f"{fetched.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(body)
-        os.replace(tmp, fetched)
-        _record(fetched).write_text(json.dumps({"sha256": sha256, "source": HUB_DATASET, "split": sample.split,
-                                                "stories": sample.stories}, sort_keys=True) + "\n", encoding="utf-8")
+        write_bytes_atomic(fetched, body)
+        write_bytes_atomic(_record(fetched), (json.dumps({"sha256": sha256, "source": HUB_DATASET,
+                                                          "split": sample.split, "stories": sample.stories},
+                                                         sort_keys=True) + "\n").encode())
     except OSError as err:
         raise DataError(f"cannot write {fetched} ({err.strerror or err}); set data.cache_dir to a folder you can "
                         f"write") from None

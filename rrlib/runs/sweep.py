@@ -15,7 +15,7 @@ import sys
 import pandas as pd
 
 from ..rules.external import known_rule
-from .checkpoints import write_bytes_atomic
+from .disk import write_bytes_atomic
 from .config import ConfigError, project_path
 from .device import pick_device
 from .folders import RunBusy, claimed

@@ -39,12 +39,11 @@ from torch.nn.parallel import DistributedDataParallel
 
 from ..model import GPT
 from ..version import __version__
-from .checkpoints import (CKPT_FILE, drop_checkpoint, init_source, keep_final, save_checkpoint, start_from,
-                          write_json_atomic)
+from .checkpoints import CKPT_FILE, drop_checkpoint, init_source, keep_final, save_checkpoint, start_from
 from .config import ConfigError, RunConfig, project_path
 from .data import DataError, fixed_eval_windows, get_batch, paper_eval_windows
 from .device import autocast_factory, dist_info, join_process_group, pick_device, resolve_precision
-from .disk import disk_full, full_disk
+from .disk import disk_full, full_disk, write_json_atomic
 from .evaluate import evaluate
 from .folders import claimed, run_lock
 from .output_paths import checked_run_outputs

@@ -44,7 +44,7 @@ from pathlib import Path
 import torch
 
 from ..rules.native import target_isa
-from ..runs.checkpoints import write_bytes_atomic, write_json_atomic
+from ..runs.disk import write_bytes_atomic, write_json_atomic
 from ..runs.config import given_path, project_path
 from ..runs.data import TOKENIZERS, get_tokenizer, iter_stories
 from ..runs.arguments import variant_list
