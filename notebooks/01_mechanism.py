@@ -58,7 +58,9 @@ import seaborn as sns
 import torch
 
 from rrlib import GPT, RULES, resolve_run
-from rrlib.report import gates, loading, plots, tables
+from rrlib.report import plots, tables
+from rrlib.runs import loading
+from rrlib.studies import gates
 
 plots.use_style()
 

@@ -58,8 +58,10 @@ import seaborn as sns
 import torch
 
 from rrlib import GPT, available_sizes, load_preset, resolve_run
-from rrlib.report import gates, loading, plots, tables
+from rrlib.report import plots, tables
+from rrlib.runs import loading
 from rrlib.runs.arguments import seed_list, variant_list
+from rrlib.studies import gates
 
 plots.use_style()
 DEPTH_PRESET = "depth"

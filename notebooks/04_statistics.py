@@ -84,8 +84,9 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from rrlib import ModelConfig, TrainConfig, results_table
-from rrlib.report import loading, plots, power_study, tables
+from rrlib.report import plots, power_tables, tables
 from rrlib import stats
+from rrlib.runs import loading
 from rrlib.runs.arguments import variant_list
 from rrlib.runs.config import project_path
 
@@ -373,7 +374,7 @@ else:
 # at CPU scale stays the `review_power_micro` design's.
 
 # %% [markdown]
-# **What each pilot fixes**, computed from its runs (`rrlib.report.power_study.pilot_design`): the paired SD on
+# **What each pilot fixes**, computed from its runs (`rrlib.studies.power_study.pilot_design`): the paired SD on
 # `fixed_loss` (the compare engine's test on seeds 0–3), the seeds at which it detects 0.010 nats, and the
 # design's cost at the pilot's median CPU-minutes per run, against the 12 CPU-hours a design is given; where the
 # target lies beyond them, the seeds those hours buy and the gap they would detect. The median, because a run that
@@ -383,14 +384,14 @@ else:
 # %%
 power_root = power_root or str(Path(out_root).parent / "power" / "runs")
 for pilot_size in pilot_sizes:
-    shown, sentence = power_study.pilot(power_root, pilot_size, "review", [v for v in variants if v != "review"],
-                                        power_target, f"04_pilot_{pilot_size}", figures_dir)
+    shown, sentence = power_tables.pilot(power_root, pilot_size, "review", [v for v in variants if v != "review"],
+                                         power_target, f"04_pilot_{pilot_size}", figures_dir)
     if shown is not None:
         display(shown)
     print(sentence)
 
 # %% [markdown]
-# **Each design's verdict**, by the compare engine (`rrlib.report.power_study.design_verdict`: the paired test of
+# **Each design's verdict**, by the compare engine (`rrlib.report.power_tables.design_verdict`: the paired test of
 # `rrlib compare`, Holm over the baselines of one call, two at `review_power_micro` and one at
 # `review_power_mini`; a TOST at ±0.010 nats), read only once every run of that design has finished: a verdict at
 # fewer seeds than the design fixed would be optional stopping. Beside it the regime
@@ -402,8 +403,8 @@ for pilot_size in pilot_sizes:
 for size, (against, seeds, name) in {power_size: ([v for v in variants if v != "review"], power_seeds, "04_power_tests"),
                                      mini_power_size: (mini_power_against, mini_power_seeds,
                                                        "04_power_tests_mini")}.items():
-    _, shown, lines = power_study.design_verdict(power_root, size, {"review": against}, seeds, name, figures_dir,
-                                                 alpha, target=power_target)
+    _, shown, lines = power_tables.design_verdict(power_root, size, {"review": against}, seeds, name, figures_dir,
+                                                  alpha, target=power_target)
     if shown is not None:
         display(shown)
     print("\n".join(lines))

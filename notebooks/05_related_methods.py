@@ -67,14 +67,14 @@ power_size = "family_power"  # the powered design's size
 power_seeds = 47  # the design's seeds, 0 to power_seeds - 1, fixed before its runs (below)
 power_target = 0.017  # nats: the gap the powered family study must detect (80 % power, paired)
 loop_size = "looped"  # the looped preset: sizes looped<N>
-loop_root = "outputs/looped_grid"  # the looped study's runs, one folder per learning rate (rrlib.report.looped_study)
+loop_root = "outputs/looped_grid"  # the looped study's runs, one folder per learning rate (rrlib.studies.looped_study)
 edge_root = "outputs/looped_edges"  # a supplementary extension of the cells where one seed's optimum sat on an edge
 power_loop_root = "outputs/looped_power"  # the powered looped study's runs (looped_study.POWER); None skips it
 loops = [1, 2, 4, 8]  # N
 loop_variants = ["scaled", "scaled_loops", "review"]
 loop_seeds = None  # None means the study's five
 train_looped = False  # train the looped runs here on `lrs` (the quick build's); else the study's finished runs are read
-lrs = None  # learning rates trained when train_looped; the study's own grid is rrlib.report.looped_study's
+lrs = None  # learning rates trained when train_looped; the study's own grid is rrlib.studies.looped_study's
 loop_steps = None  # None means the preset's
 figures_dir = None  # the report's figure folder; None shows figures without writing them
 
@@ -89,12 +89,14 @@ import pandas as pd
 import seaborn as sns
 
 from rrlib import GPT, RULES, load_preset, resolve_run, results_table
-from rrlib.report import loading, looped_study, plots, power_study, tables
+from rrlib.report import plots, power_tables, tables
 from rrlib import stats
+from rrlib.runs import loading
 from rrlib.runs.arguments import loaded_rules, seed_list, variant_list
 from rrlib.runs.config import run_folder
 from rrlib.runs.data import unigram_entropy
 from rrlib.runs.rundata import load_run_data
+from rrlib.studies import looped_study, power_study
 
 plots.use_style()
 loaded_rules(rules)  # before the variants are read: they may name its rules
@@ -285,7 +287,7 @@ if wide is not None:
 # standard runs.
 
 # %% [markdown]
-# What the pilot fixes, computed from its runs for each of the two questions (`rrlib.report.power_study.pilot`,
+# What the pilot fixes, computed from its runs for each of the two questions (`rrlib.report.power_tables.pilot`,
 # as on page 04): each question's paired SDs, the seeds each needs, and its cost at the pilot's median CPU-minutes
 # per run, against the 12 CPU-hours a design is given. The design trains the four rules at the larger count.
 
@@ -293,14 +295,14 @@ if wide is not None:
 power_root = power_root or str(Path(out_root).parent / "power" / "runs")
 power_questions = {"delta_attnres": ["standard", "attnres"], "mgr": ["standard"]}  # the two compare calls
 for question, against in power_questions.items():
-    shown, sentence = power_study.pilot(power_root, power_size, question, against, power_target,
-                                        f"05_pilot_{question}", figures_dir)
+    shown, sentence = power_tables.pilot(power_root, power_size, question, against, power_target,
+                                         f"05_pilot_{question}", figures_dir)
     if shown is not None:
         display(shown)
     print(sentence)
 
 # %% [markdown]
-# **The design's verdict**, by the compare engine (`rrlib.report.power_study.tests`, as the two `rrlib compare`
+# **The design's verdict**, by the compare engine (`rrlib.studies.power_study.tests`, as the two `rrlib compare`
 # calls above: Holm over Delta AttnRes's two baselines, MGR's one comparison alone; a TOST at ±0.010 nats), read
 # only once every run of the design has finished, with the regime, the CPU-hours, each run's held-out fall over
 # its last 400 steps, and whether each comparison detects the 0.017 nats it was sized for. Once it has, the
@@ -308,8 +310,8 @@ for question, against in power_questions.items():
 # comparison above, which could not have seen a gain of 0.017 nats.
 
 # %%
-power_tests, shown, lines = power_study.design_verdict(power_root, power_size, power_questions, power_seeds,
-                                                      "05_power_tests", figures_dir, target=power_target)
+power_tests, shown, lines = power_tables.design_verdict(power_root, power_size, power_questions, power_seeds,
+                                                       "05_power_tests", figures_dir, target=power_target)
 if shown is not None:
     display(shown)
 print("\n".join(lines))
@@ -318,7 +320,7 @@ print("\n".join(lines))
 # ## The powered looped study: its pilot and design, fixed before its runs
 #
 # The looped study below trains 200 steps, where about half of the N = 8 runs are still on the unigram plateau at
-# step 100; its optimum partly marks when a run escapes the plateau. The powered study (`rrlib.report.looped_study`,
+# step 100; its optimum partly marks when a run escapes the plateau. The powered study (`rrlib.studies.looped_study`,
 # design `POWER`, `DESIGN=power bash scripts/looped_study.sh`, runs under `outputs/looped_power/`) trains **1,000
 # steps** (5×; warmup 10 %; 2.0 M tokens, about one pass over the 2.1 MB sample), the two rules the contrast needs
 # (`scaled`, 1/N, and `scaled_loops`, 1/√N), at N = 1, 2, 4, 8, five lattice points per cell (0.001 to 0.004, √2
@@ -342,7 +344,7 @@ print("\n".join(lines))
 #
 # **The decisive rerun, and the estimator it is judged by (fixed before its runs).** The 2× grid below, at three
 # seeds trained at three commits, cannot decide the question: its verdict changes with the estimator. The rerun
-# (`bash scripts/looped_study.sh`, grid and estimator in `rrlib.report.looped_study`) trains every (rule, N) cell on
+# (`bash scripts/looped_study.sh`, grid and estimator in `rrlib.studies.looped_study`) trains every (rule, N) cell on
 # seven learning rates √2 apart (8× around the first grid's optimum; a cell whose optimum sits on an edge for
 # two seeds or the seed mean gets two more points there), five seeds, all at one commit. Primary metric: the
 # fixed held-out loss. Per seed and cell, the optimum is the grid argmin and, primary, the vertex of the parabola

@@ -48,7 +48,7 @@ claims_variants = None  # the methods probed; None means the family's (the prese
 claims_root = None  # the family retrained with its weights, and Review's gate halves; None: <out_root>/../claims
 convert_root = None  # the conversion into Delta AttnRes, continued and ungated; None: <out_root>/../convert
 convert_gated_root = None  # the conversion with the identity gate; None: <out_root>/../convert_gated
-convert_size = "family_power"  # the conversion's source size (rrlib.report.claims_study.CONVERT_SIZE)
+convert_size = "family_power"  # the conversion's source size (rrlib.studies.claims_study.CONVERT_SIZE)
 convert_seeds = [0, 1, 2, 3, 4]
 depth_sizes = ["depth8", "depth16", "depth24"]  # the mechanism probes' depths (claims_study.DEPTH_SIZES)
 depth_seeds = [0, 1, 2]
@@ -70,12 +70,13 @@ from rrlib.claims import page as claim_page
 from rrlib.claims import rows as claim_rows
 from rrlib.claims.rows import link
 from rrlib.claims.sources import cpu_rate, depth_probes, finished, page_table as read_table
-from rrlib.report import claims_study, depth_reach_study, looped_reach_study, looped_study, plots, power_study, tables
+from rrlib.report import plots, tables
 from rrlib import stats
 from rrlib.stats import ledger
 from rrlib.runs.arguments import seed_list
 from rrlib.runs.config import project_path
 from rrlib.runs.presets import load_preset
+from rrlib.studies import claims_study, depth_reach_study, looped_reach_study, looped_study, power_study
 
 plots.use_style()
 seeds = seed_list(seeds)  # -p seeds 0 is one seed
@@ -105,7 +106,7 @@ def beyond_reach(cid, evidence=""):
     return claim_rows.beyond_reach(CLAIMS[cid], rate, evidence)
 
 
-# the studies the CPU reaches by itself (rrlib.report.depth_reach_study, looped_reach_study): their registered
+# the studies the CPU reaches by itself (rrlib.studies.depth_reach_study, looped_reach_study): their registered
 # designs, each read by rrlib.claims.reach_rows once every run of it has ended
 REACH = {**depth_reach_study.STUDIES, **looped_reach_study.STUDIES}
 reach_designs = {name: (looped_reach_study if name in looped_reach_study.STUDIES else depth_reach_study).design(study)
@@ -180,7 +181,7 @@ ledger_shown = display(HTML("<p>The ledger appears here when the page's last cel
 # that same comparison's. Holm spans the comparisons a claim picks one from (a family's rules against standard,
 # the depths of page 02).
 #
-# Some claims needed measurements no other page makes, so this page runs them (`rrlib.report.claims_study`,
+# Some claims needed measurements no other page makes, so this page runs them (`rrlib.studies.claims_study`,
 # `bash scripts/claims_study.sh`, one part each):
 #
 # - **family**: every method of the family page's size (`family`: d 64, 4 blocks, 300 steps) retrained with its
@@ -321,7 +322,7 @@ if len(routing):
 # models, so these tests run on the study's depth part (`claims_study.depth_plan`): `standard`, `attnres`,
 # `delta_attnres` and `mgr` at 8, 16 and 24 blocks of the depth series' width (d 64, 4 heads, 64-token windows,
 # 300 steps, the recipe of page 02), each seed probed at its own init and trained. The growth over depth of a
-# metric is how much its log₂ grows from the first block to the last (`rrlib.report.probes.depth_growth`: the
+# metric is how much its log₂ grows from the first block to the last (`rrlib.studies.probes.depth_growth`: the
 # least-squares slope of log₂ on the block index, with a level for each kind of sublayer, times the blocks
 # spanned); its *learned* growth is trained minus init, per seed, so a difference the rule's construction already
 # makes at init counts for nothing. The first reading of these probes, registered with the claims, is log₂ of the
@@ -418,7 +419,7 @@ rows.append(beyond_reach("delta-at-scale"))
 # 500, both groups decaying to one floor, 3e-5). Its default gate is none, so the routed mean of the sources is
 # added from the first step and the converted model does not start at the pretrained one's function; its
 # `learnable_alpha` gate, zero at init, does. This page runs that recipe as closely as a CPU can
-# (`rrlib.report.claims_study`, whose CONVERSION notes list every choice): each seed's `standard` pretrained at
+# (`rrlib.studies.claims_study`, whose CONVERSION notes list every choice): each seed's `standard` pretrained at
 # `family_power` (1,200 steps), then from the same weights, for as many steps again and on the same batches,
 # *continued* as `standard` at the base rate, and *converted* into `delta_attnres_block` (the code's 4 blocks of
 # one layer each, its timing) with the routing parameters at 100×: once with the code's default (no gate) and once
@@ -454,7 +455,7 @@ else:
 # MGR's activation scales: the growth test above. "Without extra communication" is a claim about model-parallel
 # training, which a single process cannot test. Its gain: page 05. The looped claims: page 05's powered design
 # (1,000 steps, its seeds fixed by a pilot) once all its runs have finished, the 200-step study until then
-# (`rrlib.report.looped_study`, `bash scripts/looped_study.sh`), whose verdict on transfer is *transfers* (the
+# (`rrlib.studies.looped_study`, `bash scripts/looped_study.sh`), whose verdict on transfer is *transfers* (the
 # claim holds), *moves with N* (it fails) or *undecided*, and holds here only if page 05's supplementary
 # extension of the edge cells leaves it standing; and its trainability test, `scaled_loops` − `scaled` at
 # each seed's optimum, per N: a claim across loop counts holds only if it holds at every N, so no correction (the
@@ -489,7 +490,7 @@ rows += [reach_rows.unique_layers_row(CLAIMS["looped-depends-on-l"], reach_link,
 # loss after the same number of steps, with the pre-norm kept and one shared learning rate, which is not how the
 # ReZero paper runs it. The claims as their papers run them (Highway and ReZero to hundreds of layers, ReZero's
 # speed without the pre-norm and at each rule's own learning rate, LayerScale over depth) were registered before
-# their runs, with their metrics, tests and margins in their records (`rrlib.report.depth_reach_study` holds the
+# their runs, with their metrics, tests and margins in their records (`rrlib.studies.depth_reach_study` holds the
 # designs and the choices where the papers are not this harness); each row reads its design once every run of it
 # has ended (`rrlib.claims.reach_rows`), and until then says how many seeds are in. ReZero's rate of 8e-3, the
 # lowest mean loss of its pilot but with one seed diverged there, is the exploratory reading beside the registered

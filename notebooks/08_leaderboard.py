@@ -51,8 +51,8 @@ figures_dir = None  # the report's figure folder; None shows figures without wri
 from IPython.display import HTML, display
 
 from rrlib.report import leaderboard, plots, tables
-from rrlib.report import leaderboard_study as study
 from rrlib.runs.config import project_path
+from rrlib.studies import leaderboard_study as study
 
 plots.use_style()
 rules = [study.BASELINE, *study.board()]

@@ -7,8 +7,8 @@ The names a user needs are here, so that a script or a notebook needs one import
 
 Each is imported from its module on first use (``PUBLIC``), so ``import rrlib`` loads neither torch nor pandas.
 The modules themselves: rrlib.rules (the rules, their operators and kernels), rrlib.model (the GPT), rrlib.runs
-(config, data, training, sweeps), rrlib.report (the notebooks' page build and helpers), rrlib.speed (benchmark,
-memory, budget).
+(config, data, training, sweeps), rrlib.studies (the report's own studies), rrlib.report (the notebooks' page
+build and helpers), rrlib.speed (benchmark, memory, budget).
 """
 import importlib
 

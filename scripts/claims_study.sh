@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Notebook 07's own runs (rrlib.report.claims_study), one part per call (PART, default `family`):
+# Notebook 07's own runs (rrlib.studies.claims_study), one part per call (PART, default `family`):
 #   family      the family at SIZE (default `family`) retrained with its weights kept under outputs/claims,
 #               Review's two gate halves beside it, then the probe files the page reads;
 #   depth       standard, attnres, delta_attnres and mgr at 8, 16 and 24 blocks, probed (the mechanism rows);
@@ -13,5 +13,5 @@ cd "$(dirname "$0")/.."
 PART=${PART:-family}
 SIZE=${SIZE:-family}
 mkdir -p outputs/logs
-OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} python3 -m rrlib.report.claims_study --part "$PART" --size "$SIZE" "$@" \
+OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} python3 -m rrlib.studies.claims_study --part "$PART" --size "$SIZE" "$@" \
   >> "outputs/logs/claims-$PART.log" 2>&1

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every claim the CPU can reach (rrlib/report/depth_reach_study.py and looped_reach_study.py hold the registered
+# Every claim the CPU can reach (rrlib/studies/depth_reach_study.py and looped_reach_study.py hold the registered
 # designs): ReZero's speed and LayerScale over depth (each a pilot, then the design it sizes), ReZero at 24-120
 # blocks and Highway at 100-300, the AttnRes and MGR mechanism runs on fresh seeds, the loop norms (a pilot, then
 # its design), then the looped L sweep (looped_study's unique_layers design, through scripts/looped_study.sh).
@@ -12,7 +12,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} JOBS=1
 STUDIES=${STUDIES:-"rezero_speed layerscale_depth rezero_depth highway_depth mechanisms loop_norms unique_layers"}
-module_of() { [ "$1" = loop_norms ] && echo rrlib.report.looped_reach_study || echo rrlib.report.depth_reach_study; }
+module_of() { [ "$1" = loop_norms ] && echo rrlib.studies.looped_reach_study || echo rrlib.studies.depth_reach_study; }
 for study in $STUDIES; do
   [ "$study" = unique_layers ] && continue
   [ -f "outputs/$study/step_times.json" ] || python3 -m "$(module_of "$study")" --study "$study" --time || exit 1
@@ -20,7 +20,7 @@ done
 for study in $STUDIES; do
   echo "$(date +%T) $study"
   if [ "$study" = unique_layers ]; then
-    python3 -m rrlib.report.looped_reach_study --unique-layers
+    python3 -m rrlib.studies.looped_reach_study --unique-layers
     DESIGN=unique_layers bash scripts/looped_study.sh
     continue
   fi

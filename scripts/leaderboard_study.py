@@ -5,7 +5,7 @@ delta_attnres and mgr have all 47).
     scripts/py scripts/leaderboard_study.py                      # the plan and its cost; trains nothing
     scripts/py scripts/leaderboard_study.py --run --budget 20    # train it, JOBS (default 2) at a time
 
-The plan (rrlib.report.leaderboard_study, which page 08 reads too) is printed first: per rule, the seeds already
+The plan (rrlib.studies.leaderboard_study, which page 08 reads too) is printed first: per rule, the seeds already
 finished, the runs to train, the CPU-minutes a run takes and the CPU-hours. A rule without finished runs is priced by
 its step time over standard's, measured here by ``rrlib bench`` (every rule in one process, interleaved single steps
 at one thread, each timed by the thread's CPU time; a busy machine still moves a ratio by several per cent).
@@ -29,8 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the checkout's rrlib, where the study's runs are
 
-from rrlib.report.leaderboard_study import (BASELINE, BUDGET_CPU_HOURS, LOGS, OUT, RUNS, SEEDS, SIZE,
-                                          minutes_per_run, plan)
+from rrlib.studies.leaderboard_study import (BASELINE, BUDGET_CPU_HOURS, LOGS, OUT, RUNS, SEEDS, SIZE,
+                                           minutes_per_run, plan)
 
 
 def step_ratios(rules: list[str], repeats: int = 10) -> dict[str, float]:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The looped learning-rate transfer study (notebook 05; its grid and estimator: rrlib/report/looped_study.py):
+# The looped learning-rate transfer study (notebook 05; its grid and estimator: rrlib/studies/looped_study.py):
 # scaled, scaled_loops and review at N = 1, 2, 4, 8, seven learning rates √2 apart per cell, five seeds,
 # under outputs/looped_grid/lr<lr>/. Runs JOBS sweeps at a time (default 2), each on one thread, seed-major;
 # then asks the study again for the cells whose optimum sits on a grid edge and runs their extension, until no
@@ -16,7 +16,7 @@ DESIGN=${DESIGN:-grid}
 SEEDS=${SEEDS:-}
 previous=""
 while :; do
-  lines=$(python3 -m rrlib.report.looped_study --design "$DESIGN" ${SEEDS:+--seeds "$SEEDS"}) || exit 1
+  lines=$(python3 -m rrlib.studies.looped_study --design "$DESIGN" ${SEEDS:+--seeds "$SEEDS"}) || exit 1
   [ "$lines" = "$previous" ] && break
   echo "$lines" | bash scripts/run_sweeps.sh --device cpu "$@"
   previous=$lines

@@ -22,8 +22,8 @@ def test_every_record_reads_with_a_unique_id_and_the_cpu_reach_rows_are_register
     assert not {c.id for c in CLAIMS if c.pending}  # every registered claim names its design
     for claim in (c for c in CLAIMS if c.id in reach):
         assert claim.status == "registered" and claim.registered.startswith("839720f, before its runs"), claim.id
-        assert claim.design.startswith(("rrlib.report.depth_reach_study", "rrlib.report.looped_reach_study",
-                                        "rrlib.report.looped_study")), claim.id
+        assert claim.design.startswith(("rrlib.studies.depth_reach_study", "rrlib.studies.looped_reach_study",
+                                        "rrlib.studies.looped_study")), claim.id
 
 
 def test_an_exploratory_record_follows_a_registered_one_which_keeps_the_verdict():

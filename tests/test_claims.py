@@ -12,7 +12,8 @@ from scipy.stats import t as stats_t
 import torch
 
 from rrlib.model import GPT, ModelConfig, count_params
-from rrlib.report import index, probes
+from rrlib.report import index
+from rrlib.studies import probes
 from rrlib.stats import ledger
 from rrlib.runs.checkpoints import WEIGHTS_FILE, start_from
 from rrlib.runs.config import ConfigError

@@ -1,9 +1,9 @@
-"""Notebook 07's own study (rrlib.report.claims_study): its conversion runs as planned, at the smallest size."""
+"""Notebook 07's own study (rrlib.studies.claims_study): its conversion runs as planned, at the smallest size."""
 import json
 
 import pytest
 
-from rrlib.report import claims_study
+from rrlib.studies import claims_study
 from rrlib.runs.presets import resolve_run
 
 

@@ -1,5 +1,5 @@
 """The options the depth-reach studies need (Highway's carry bias, ReZero without its pre-norm), that every other
-rule's model is unchanged by them, and the studies' designs (rrlib.report.depth_reach_study)."""
+rule's model is unchanged by them, and the studies' designs (rrlib.studies.depth_reach_study)."""
 import dataclasses
 import json
 import math
@@ -101,8 +101,8 @@ def test_reach_preset_is_the_depth_ablations_recipe_at_more_depths():
 from scipy import stats as sps  # noqa: E402
 import yaml  # noqa: E402
 
-from rrlib.report import depth_reach_study as reach, looped_reach_study, looped_study, probes, sizing  # noqa: E402
-from rrlib.report.study_plan import Arm, Study, sweep_lines  # noqa: E402
+from rrlib.studies import depth_reach_study as reach, looped_reach_study, looped_study, probes, sizing  # noqa: E402
+from rrlib.studies.study_plan import Arm, Study, sweep_lines  # noqa: E402
 from rrlib.stats import verdict  # noqa: E402
 
 

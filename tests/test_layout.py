@@ -10,12 +10,16 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "rrlib"
 MAX_LINES = 450
 # Who may import whom: a module imports only modules of its own layer or a lower one. stats (the tests, the verdict
-# rule and compare's words) imports nothing of rrlib's, one floor below both compare and the report; report and speed
-# share a layer and stay apart, and so do claims and compare above them; the top is the package's public names, the
-# command line and budget's old address.
-LAYERS = {"stats": 0, "rules": 0, "model": 1, "runs": 2, "report": 3, "speed": 3, "claims": 4, "compare": 4}
-APART = (0, 3, 4)  # the layers whose packages stay apart
-TOP = 5
+# rule and compare's words) imports nothing of rrlib's, one floor below both compare and the report. The studies
+# (what the report's own runs train, size and measure) sit below the report, which shows them (report.power_tables,
+# report.leaderboard, report.index), beside speed and apart from it (both are measurements the report may show);
+# so what a study reads lives on its floor or below: reading a run folder back is runs' (runs.loading), measuring
+# a trained model is the studies' own (studies.probes, studies.gates). claims and compare share the floor above
+# the report and stay apart; the top is the package's public names, the command line and budget's old address.
+LAYERS = {"stats": 0, "rules": 0, "model": 1, "runs": 2, "studies": 3, "speed": 3, "report": 4, "claims": 5,
+          "compare": 5}
+APART = (0, 3, 5)  # the layers whose packages stay apart
+TOP = 6
 
 
 def module_files() -> dict[str, Path]:

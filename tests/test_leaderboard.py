@@ -139,9 +139,9 @@ def test_bench_ratios_take_each_rule_from_the_first_file_and_only_at_the_boards_
 
 
 def test_the_plan_is_the_studys_with_step_times_from_the_benchmark(monkeypatch):
-    from rrlib.report import power_study
+    from rrlib.studies import power_study
 
-    from rrlib.report import leaderboard_study as study
+    from rrlib.studies import leaderboard_study as study
 
     rules = study.board()
     finished = pd.DataFrame([{"variant": v, "seed": s, "minutes": m} for v, m in (("standard", 2.0), ("mgr", 3.0))
@@ -160,8 +160,8 @@ def test_the_plan_is_the_studys_with_step_times_from_the_benchmark(monkeypatch):
 
 
 def test_counts_are_the_models_and_equal_what_the_runs_recorded():
-    from rrlib.report import leaderboard_study as study
-    from rrlib.report.power_study import design_runs
+    from rrlib.studies import leaderboard_study as study
+    from rrlib.studies.power_study import design_runs
     runs = design_runs(study.RUNS, study.SIZE, [study.BASELINE, "attnres"], [0]).set_index("variant")
     counts = leaderboard.model_counts(study.SIZE, [study.BASELINE, "attnres"])
     assert counts["params"].tolist() == runs.loc[counts.index, "params"].tolist()
@@ -171,7 +171,7 @@ def test_counts_are_the_models_and_equal_what_the_runs_recorded():
 def test_every_rule_of_the_board_names_its_paper_and_its_arxiv_id_is_the_one_its_docstring_cites():
     from rrlib.rules import RULES
 
-    from rrlib.report import leaderboard_study as study
+    from rrlib.studies import leaderboard_study as study
 
     for rule in [study.BASELINE, *study.board()]:
         assert rule in leaderboard.PAPERS, f"{rule} has no paper on the board"

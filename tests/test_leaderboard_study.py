@@ -1,4 +1,4 @@
-"""The leaderboard study (rrlib.report.leaderboard_study and scripts/leaderboard_study.py): which rules the board
+"""The leaderboard study (rrlib.studies.leaderboard_study and scripts/leaderboard_study.py): which rules the board
 holds and in what order, how a budget is spent, and the compare calls the script starts (a stub in place of each
 call, so nothing trains)."""
 import importlib.util
@@ -18,7 +18,7 @@ def study():
 
 
 def test_the_board_is_the_new_rules_and_review_first_then_every_other_family_rule():
-    from rrlib.report import leaderboard_study as study
+    from rrlib.studies import leaderboard_study as study
     from rrlib.rules import RULES
     from rrlib.runs.presets import load_preset
     rules = study.board()
@@ -28,7 +28,7 @@ def test_the_board_is_the_new_rules_and_review_first_then_every_other_family_rul
 
 
 def test_the_budget_gives_whole_designs_in_order_then_what_is_left(monkeypatch):
-    from rrlib.report import leaderboard_study as study
+    from rrlib.studies import leaderboard_study as study
 
     minutes = {"a": 2.0, "b": 1.0, "c": 3.0, "d": 1.0}
     done = {"a": set(range(47)), "b": {0, 1}, "c": set(), "d": set()}
@@ -44,7 +44,7 @@ def test_the_budget_gives_whole_designs_in_order_then_what_is_left(monkeypatch):
 
 
 def test_run_starts_each_rules_shards_then_its_verdict_then_the_board(study, monkeypatch, tmp_path, capsys):
-    from rrlib.report import leaderboard_study
+    from rrlib.studies import leaderboard_study
 
     minutes = {"a": 1.0, "b": 1.0, "c": 1.0}
     monkeypatch.setattr(study, "minutes_per_run", lambda step_ratios: minutes)

@@ -1,11 +1,11 @@
-"""The looped study's grid and estimator (rrlib.report.looped_study), on synthetic loss curves with known optima."""
+"""The looped study's grid and estimator (rrlib.studies.looped_study), on synthetic loss curves with known optima."""
 import math
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from rrlib.report import looped_study as ls
+from rrlib.studies import looped_study as ls
 from rrlib.stats import detectable_gap
 
 

@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rrlib.report import power_study
+from rrlib.report import power_tables
+from rrlib.studies import power_study
 from rrlib.stats import verdict
 from rrlib.stats import detectable_gap
 
@@ -109,10 +110,10 @@ def test_the_pilot_fixes_the_seeds_its_largest_paired_sd_needs_and_prices_them_a
 
 
 def test_a_pilot_is_read_only_once_all_its_runs_have_finished(tmp_path):
-    shown, sentence = power_study.pilot("outputs/power/runs", "review_power_micro", "review", ["standard"], 0.010,
+    shown, sentence = power_tables.pilot("outputs/power/runs", "review_power_micro", "review", ["standard"], 0.010,
                                         "pilot")
     assert shown is not None and "the pilot's paired SD is" in sentence
-    shown, sentence = power_study.pilot(str(tmp_path), "review_power_micro", "review", ["standard"], 0.010, "pilot")
+    shown, sentence = power_tables.pilot(str(tmp_path), "review_power_micro", "review", ["standard"], 0.010, "pilot")
     assert shown is None and sentence.startswith("review_power_micro: 0 of its pilot's 8 runs")
 
 

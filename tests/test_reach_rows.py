@@ -11,8 +11,8 @@ import pytest
 
 from rrlib.claims import reach_rows
 from rrlib.claims.records import by_id
-from rrlib.report import depth_reach_study as depth, looped_study, probes
-from rrlib.report.study_plan import Arm
+from rrlib.studies import depth_reach_study as depth, looped_study, probes
+from rrlib.studies.study_plan import Arm
 
 CLAIMS = by_id()
 DEPTHS = {"reach24": 24, "reach64": 64}

@@ -12,7 +12,7 @@ import torch
 
 import rrlib.runs.pace as pace
 import rrlib.runs.train as train_module
-from rrlib.report import claims_study
+from rrlib.studies import claims_study
 from rrlib.runs.config import ConfigError
 from rrlib.runs.device import training_flops
 from rrlib.runs.folders import asked_identity, claimed

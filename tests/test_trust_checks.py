@@ -18,7 +18,7 @@ import rrlib.runs.disk as disk
 import rrlib.runs.pace as pace
 import rrlib.runs.train as train_module
 from rrlib.__main__ import main
-from rrlib.report.loading import check_run_files
+from rrlib.report.inputs import check_run_files
 from rrlib.runs.config import PROJECT_ROOT, ConfigError, given_path, project_path
 from rrlib.runs.data import DataError
 from rrlib.runs.disk import DiskFull

@@ -9,7 +9,7 @@ import pytest
 
 import rrlib.runs.train as train_module
 from rrlib.__main__ import main
-from rrlib.report.loading import check_run_files
+from rrlib.report.inputs import check_run_files
 from rrlib.runs.arguments import listed, seed_list, variant_list
 from rrlib.runs.config import ConfigError
 from rrlib.runs.folders import claimed

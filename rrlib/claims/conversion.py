@@ -1,4 +1,4 @@
-"""The Delta AttnRes paper's conversion by fine-tuning (page 07's conversion part, rrlib.report.claims_study): where
+"""The Delta AttnRes paper's conversion by fine-tuning (page 07's conversion part, rrlib.studies.claims_study): where
 the converted model starts (its largest logit difference from the pretrained model at conversion, by the paper's
 default recipe, no gate; the identity gate beside it), and whether it ends better than the same checkpoint
 continued (continued − converted, paired by seed, by each recipe: the paper's default decides, the identity-gated
@@ -9,7 +9,7 @@ import pandas as pd
 
 from rrlib import stats
 from rrlib.stats import ledger, verdict
-from rrlib.report.claims_study import CONVERTED
+from rrlib.studies.claims_study import CONVERTED
 
 from .rows import row, unfinished
 

@@ -11,9 +11,10 @@ import pandas as pd
 import torch
 
 from rrlib.model import GPT, count_params
-from rrlib.report import gates, loading
-from rrlib.stats import ledger
+from rrlib.runs import loading
 from rrlib.runs.presets import resolve_run
+from rrlib.stats import ledger
+from rrlib.studies import gates
 
 from .family import paired
 from .rows import row

@@ -1,5 +1,5 @@
 """The looped-transformer paper's rows, read off page 05's looped tables (the powered design's once it has finished,
-the 200-step study's before: rrlib.report.looped_study.ledger_tables): 1/N against 1/√N at each seed's optimum
+the 200-step study's before: rrlib.studies.looped_study.ledger_tables): 1/N against 1/√N at each seed's optimum
 (every N must hold), the optimum's slope over N under 1/N (equivalence at the record's margin; the supplementary
 edge extension must agree), and the slope contrast between the two scalings. Each returns one ledger row, or None
 while the study has no finished seed; ``ledger_rows`` makes all three, in progress where a table has none."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 from scipy.stats import t as t_dist
 
-from rrlib.report import looped_study
+from rrlib.studies import looped_study
 from rrlib.stats import ledger
 
 from .rows import row

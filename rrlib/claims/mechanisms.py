@@ -4,7 +4,7 @@ depth-attention rules route (the Delta paper's routing contrast). Each returns p
 the rows built from them (``growth_row``, ``routing_row``) with the tables' views.
 
 The growth of a metric over depth has two readings. The *endpoint* reading, registered first, is log2 of the last
-sublayer's value over the first's. The *fit* (``rrlib.report.probes.depth_growth``: the least-squares slope of log2
+sublayer's value over the first's. The *fit* (``rrlib.studies.probes.depth_growth``: the least-squares slope of log2
 over every sublayer, a level for each kind of sublayer, times the blocks spanned) was chosen after the probes had
 been read, because the endpoint divides an MLP's scale by an attention's; its records are exploratory.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from rrlib.report import probes
+from rrlib.studies import probes
 from rrlib.stats import ledger
 
 from .rows import row, unfinished

@@ -1,4 +1,4 @@
-"""The rows of the claims the CPU reaches by its own studies (rrlib.report.depth_reach_study, looped_reach_study and
+"""The rows of the claims the CPU reaches by its own studies (rrlib.studies.depth_reach_study, looped_reach_study and
 looped_study's L sweep), each judged by the one rule once every run of its registered design has ended, and untested
 with its count of seeds until then. Each reader takes the claim's record and what its study wrote; the studies'
 modules hold the designs, this module how a finished design is read. Every reading here was written down before the
@@ -29,9 +29,9 @@ import math
 import numpy as np
 import pandas as pd
 
-from rrlib.report import depth_reach_study as depth, looped_reach_study as looped_reach, looped_study, probes
-from rrlib.report.claims_study import read_probes
-from rrlib.report.study_plan import Study, arm_seeds, finished
+from rrlib.studies import depth_reach_study as depth, looped_reach_study as looped_reach, looped_study, probes
+from rrlib.studies.claims_study import read_probes
+from rrlib.studies.study_plan import Study, arm_seeds, finished
 from rrlib.stats import detectable_gap, equivalence_p, holm, ledger
 
 from .rows import pending, row, unfinished

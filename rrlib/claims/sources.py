@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from rrlib.report import claims_study
+from rrlib.studies import claims_study
 from rrlib.runs.config import project_path
 from rrlib.runs.sweep import results_table
 

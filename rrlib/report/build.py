@@ -32,7 +32,7 @@ from ..runs.presets import load_preset
 from . import readme
 from .arguments import PAPER_CSV, parse_args
 from .index import COMPARISONS, abstract, rendered_pages, write_index
-from .inputs import cost_text, missing_runs, page_inputs, read_inputs, write_inputs
+from .inputs import check_run_files, cost_text, missing_runs, page_inputs, read_inputs, write_inputs
 from .notebooks import NOTEBOOKS, QUICK_SIZES, declared_parameters, notebook_source, parameter_values, shown
 from .pages import owned_by, page_prefix, prepare, publish, size_prefixes
 from .render import render
@@ -52,7 +52,7 @@ def _folder(text: str) -> Path:
 
 def sizes_with_results(runs: Path) -> list[str]:
     """Sizes with at least one result under ``runs`` that are presets of their own, smallest model first."""
-    from .loading import standalone_sizes
+    from ..runs.loading import standalone_sizes
 
     found = standalone_sizes({p.parts[-4] for p in runs.glob("*/*/seed*/result.json")})
     # ties (family is micro's width) by name: the set's order changes from process to process
@@ -61,7 +61,7 @@ def sizes_with_results(runs: Path) -> list[str]:
 
 class PageProgress:
     """What a page's cells write to stderr (the progress of the runs it trains, one line per run and each run's
-    start-up line: rrlib.report.loading.quiet_sweep) as lines on the report's stderr, each naming the page. The
+    start-up line: rrlib.runs.loading.quiet_sweep) as lines on the report's stderr, each naming the page. The
     rendered page leaves stderr out (rrlib.report.render), so this is where a builder sees a page at work."""
 
     def __init__(self, stem: str):
@@ -178,8 +178,6 @@ def main(argv=None) -> int:
     # --compare alone adds its pages and lists them: no notebook shows a comparison, so none is rebuilt
     only = args.only if args.only is not None or not comparisons or args.sizes else []
     notebooks = [nb for nb in NOTEBOOKS if only is None or nb.name in only]
-    from .loading import check_run_files
-
     check_run_files(runs)  # a damaged result is named here, not by the page that trips over it
     for nb in [nb for nb in notebooks if nb.requires and not args.quick and only is None]:
         if not list((runs / nb.requires).glob("*/seed*/result.json")):

@@ -11,7 +11,7 @@ import pandas as pd
 from ..model import count_params
 from ..runs.config import ConfigError
 from ..runs.presets import load_preset
-from . import looped_study
+from ..studies import looped_study
 from ..stats import ledger
 from .notebooks import NOTEBOOKS, QUICK_SIZES, Notebook
 

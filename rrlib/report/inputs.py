@@ -1,11 +1,12 @@
 """Whether a page must be built again: a fingerprint of what it is built from (``inputs.json`` in the report's
-folder keeps the one each page was last built from), and the runs it reads that its run folders lack."""
+folder keeps the one each page was last built from), the runs it reads that its run folders lack, and whether
+every run file the pages can read is one rrlib wrote (``check_run_files``, before any page runs)."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from .notebooks import NOTEBOOK_DIR, NOTEBOOKS, QUICK_SIZES, SWEEPS, Notebook
+from .notebooks import NOTEBOOK_DIR, NOTEBOOKS, QUICK_SIZES, SIDE_ROOTS, SWEEPS, Notebook
 
 INPUTS = "inputs.json"  # in the report's folder: what each page was built from
 # outputs/looped: the looped study on its first grid, kept for its history; page 05 reads its successor,
@@ -88,6 +89,29 @@ def missing_runs(nb: Notebook, values: dict, runs: Path) -> list:
             except (RunConflict, StateError):
                 missing.append(run)
     return missing
+
+
+def check_run_files(runs: Path, side_roots=None) -> int:
+    """Every result.json and config.json the pages can read: the run folders under ``runs``
+    (``<runs>/<size>/<variant>/seed<k>``) and under each root beside it that a page reads (``side_roots``,
+    default notebooks.SIDE_ROOTS; one level deeper too, as the looped sweep's ``lr<rate>`` roots and
+    outputs/power/runs), read as the pages will read them. A file that is not what rrlib writes is one StateError
+    sentence naming it, before any page runs (a page that met it would fail with a formatting error naming no
+    file, or leave the run out unsaid). Other folders beside ``runs`` are not read. Returns how many run folders
+    were read.
+    """
+    from ..runs.runfiles import read_config, read_result
+
+    runs = Path(runs)
+    roots = [runs] + [runs.parent / r for r in (SIDE_ROOTS if side_roots is None else side_roots)]
+    found = {p.parent for root in roots if root.is_dir() for depth in ("*/*", "*/*/*", "*/*/*/*")
+             for p in root.glob(f"{depth}/seed*/result.json")}
+    for folder in sorted(found):
+        root = next(r for r in roots if folder.is_relative_to(r))
+        fix = f"restore it from a copy, or move the folder {folder} out of {root} (a sweep's --move-aside does this)"
+        read_result(folder, fix)
+        read_config(folder, fix)
+    return len(found)
 
 
 def cost_text(runs: list) -> str:

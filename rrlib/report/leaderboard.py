@@ -1,7 +1,7 @@
 """The leaderboard (page 08): every rule of the family against the standard residual at one size, one row per
 rule, sorted by the paired gap, every statistic from the compare engine (rrlib.stats.verdict.compare_pairs).
 
-The board is the leaderboard study's (rrlib.report.leaderboard_study, run by scripts/leaderboard_study.py): its
+The board is the leaderboard study's (rrlib.studies.leaderboard_study, run by scripts/leaderboard_study.py): its
 rules, size, seeds, baseline and run folder, and its plan of the seeds each rule stands at within the budget. Each rule's row is at one of four stages:
 
 ===================  ==============================================================================================
@@ -10,7 +10,7 @@ judged               every seed of the rule's design has a result (the rule's an
                      where either side diverged on a seed), Holm p and the detectable gap
 in progress          some seeds have finished: how many, and what is left; no statistics, since a verdict read
                      before the design is complete is the optional stopping a fixed design exists to prevent
-                     (rrlib.report.power_study)
+                     (rrlib.studies.power_study)
 planned              no runs yet: the seeds the study's plan gives the rule, its runs and their CPU-hours
 beyond the budget    no runs, and the plan affords the rule fewer than a pilot's seeds
 ===================  ==============================================================================================
@@ -93,10 +93,10 @@ def bench_ratios(paths, size: str, board_size: str) -> pd.DataFrame:
 
 
 def study_plan(budget: float, ratios: pd.DataFrame) -> pd.DataFrame:
-    """The study's plan (rrlib.report.leaderboard_study.plan: per rule its finished seeds, the seeds it stands at
+    """The study's plan (rrlib.studies.leaderboard_study.plan: per rule its finished seeds, the seeds it stands at
     within ``budget`` CPU-hours, the runs to train and their cost), one row per rule in the study's order, a rule
     without finished runs priced by its step-time ratio in ``ratios`` rather than timed afresh."""
-    from . import leaderboard_study as study
+    from ..studies import leaderboard_study as study
 
     unmeasured = [rule for rule in study.board() if rule not in ratios.index]
     if unmeasured:

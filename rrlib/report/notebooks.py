@@ -53,7 +53,7 @@ NOTEBOOKS = (
                     "train_missing": True},
              requires="family", summary=True,
              # and the roots of the studies that answer the rows registered for the CPU's reach (their designs:
-             # rrlib.report.depth_reach_study, looped_reach_study), so their runs reach only this page's inputs
+             # rrlib.studies.depth_reach_study, looped_reach_study), so their runs reach only this page's inputs
              own_roots=("claims", "convert", "convert_gated", "highway_depth", "layerscale_depth", "rezero_depth",
                         "rezero_speed", "mechanisms", "loop_norms", "looped_unique")),
     Notebook("08_leaderboard", "The leaderboard: every rule of the family against standard at one size, sorted by "

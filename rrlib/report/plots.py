@@ -2,8 +2,8 @@
 
 Every notebook draws through these so that a rule looks the same in every figure, a figure shows up in a
 rendered page whatever matplotlib backend the user's environment selects, and each figure carries its title
-as the image's alt text. Reading run folders lives in ``rrlib.report.loading``, gate probes in
-``rrlib.report.gates``, reader tables in ``rrlib.report.tables``.
+as the image's alt text. Reading run folders lives in ``rrlib.runs.loading``, gate probes in
+``rrlib.studies.gates``, reader tables in ``rrlib.report.tables``.
 """
 from __future__ import annotations
 

@@ -3,8 +3,8 @@ ReZero's speed, LayerScale over depth, and confirmatory runs of the AttnRes and 
 
 Every study trains the depth ablation's recipe (d 64, 4 heads, context 64, byte-level TinyStories sample, batch 16,
 300 steps at lr 2e-3 with 30 warmup steps; ``params/reach.yaml``, whose ``reach<L>`` has L blocks; the mechanism runs
-use ``params/depth.yaml`` itself, whose 3 seeds they add to). Each study is one ``Study`` (rrlib.report.study_plan)
-whose fields are the registration; ``design`` sizes its seeds (rrlib.report.sizing: the spread at its upper 80 %
+use ``params/depth.yaml`` itself, whose 3 seeds they add to). Each study is one ``Study`` (rrlib.studies.study_plan)
+whose fields are the registration; ``design`` sizes its seeds (rrlib.studies.sizing: the spread at its upper 80 %
 bound, 80 % power, α over its Holm family). Run them with ``scripts/depth_reach.sh``.
 
 The trained-or-not threshold (Highway, ReZero depth). A model that has learned only how often each byte occurs sits
@@ -55,7 +55,7 @@ from .study_plan import Arm, Study, finished, main as study_main, pilot_done
 
 STALL_NATS = 0.05
 TRAINED = "trained"  # the estimate of the two depth-trainability studies
-MODULE = "rrlib.report.depth_reach_study"
+MODULE = "rrlib.studies.depth_reach_study"
 
 TRAINED_TEST = ("one-sided one-sample t-test over seeds, per arm and depth, that the mean of (unigram entropy − "
                 "0.05 − fixed_loss) is above 0")

@@ -1,12 +1,12 @@
 """The looped-transformer claims a CPU can reach, registered before their runs: the best learning rate's dependence on
 the number of unique layers L, and the residual stream's norm over the loops under 1/N and 1/√N.
 
-Both train the powered looped design's recipe (rrlib.report.looped_study.POWER: d 64, context 128, batch 16, 1,000
+Both train the powered looped design's recipe (rrlib.studies.looped_study.POWER: d 64, context 128, batch 16, 1,000
 steps, 100 warmup, byte-level TinyStories sample) with the ``scaled`` rules, whose ε = λ/(N^p·√(L/12)) carries
 the paper's factored scaling (rrlib.rules.per_sublayer.Scaled says how λ relates to the abstract's).
 
 1. The L sweep (``looped_study.UNIQUE_LAYERS``; ``DESIGN=unique_layers JOBS=1 bash scripts/looped_study.sh``;
-   ``python -m rrlib.report.looped_reach_study --unique-layers`` prints its sizing).
+   ``python -m rrlib.studies.looped_reach_study --unique-layers`` prints its sizing).
 
    - Claim (arXiv 2606.18524, abstract; family-abstracts.txt of the papers' texts): "A key consequence is that the
      optimal learning rate depends only on the number of unique layers $L$, not on the loop count $N$".
@@ -60,7 +60,7 @@ from . import looped_study, probes, sizing
 from .claims_study import read_probes
 from .study_plan import Arm, Study, main as study_main, pilot_done
 
-MODULE = "rrlib.report.looped_reach_study"
+MODULE = "rrlib.studies.looped_reach_study"
 
 UNIQUE_LAYERS = looped_study.UNIQUE_LAYERS
 UNIQUE_LAYERS_TARGET = 0.5  # per doubling of L: the paper's per-group rate η·m_L^(−1/2)

@@ -1,6 +1,6 @@
 """The runs and probes the claims ledger (notebook 07) adds to the report's own, fixed here before they run.
 
-Three parts, each ``python -m rrlib.report.claims_study --part <part>``:
+Three parts, each ``python -m rrlib.studies.claims_study --part <part>``:
 
 - ``family``: every method of the size's family, and Review's two gate halves (``review_state_only``,
   ``review_update_only``), retrained with their final weights kept (weights.pt, not committed) under
@@ -35,10 +35,10 @@ import torch
 from ..model import GPT
 from ..runs.checkpoints import WEIGHTS_FILE, init_source, load_weights, start_from
 from ..runs.config import ConfigError, RunConfig, project_path, run_folder
+from ..runs.loading import heldout_batch, quiet_sweep
 from ..runs.presets import load_preset
 from ..runs.runfiles import read_result
 from . import probes
-from .loading import heldout_batch, quiet_sweep
 
 CLAIMS_ROOT = "outputs/claims"
 CONVERT_ROOT = "outputs/convert"
@@ -258,7 +258,7 @@ PARTS = ("family", "depth", "conversion")
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rrlib.report.claims_study", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m rrlib.studies.claims_study", description=__doc__.splitlines()[0])
     parser.add_argument("--part", default="family", help=f"{', '.join(PARTS)} (default: %(default)s)")
     parser.add_argument("--size", default="family", help="the family part's preset (default: %(default)s)")
     parser.add_argument("--seeds", default=None, help="comma-separated (default: the part's own)")

@@ -19,7 +19,7 @@ RUNS, OUT, LOGS = "outputs/power/runs", "outputs/power/leaderboard", "outputs/lo
 NEW_RULES = ("denseformer", "dynamic_dense", "laurel_rw", "laurel_lr", "value_residual")
 FIRST = (*NEW_RULES, "review")  # the issue's order: the new rules and Review before the rest
 BUDGET_CPU_HOURS = 20.0
-MIN_SEEDS = 4  # the fewest seeds a rule is run at (rrlib.report.power_study's pilot)
+MIN_SEEDS = 4  # the fewest seeds a rule is run at (rrlib.studies.power_study's pilot)
 
 
 def board() -> list[str]:

@@ -6,13 +6,13 @@ metric, test, correction and margin, the detectable gap it is sized for and why,
 and learning rate, each under its own folder, ``<root>/<arm>/<size>/<variant>/seed<k>``), its sizes and where its
 seeds' spread comes from. Either committed runs give the spread (``spread`` reads it, and the design's seeds are
 fixed now), or a pilot does: the pilot's seeds run first, and the design's seeds follow from them by the rule the
-study states (``rrlib.report.sizing``) once every pilot run has finished; the plan never asks for more.
+study states (``rrlib.studies.sizing``) once every pilot run has finished; the plan never asks for more.
 
-The command line (``python -m rrlib.report.depth_reach_study`` or ``looped_reach_study``): ``--time`` times one
+The command line (``python -m rrlib.studies.depth_reach_study`` or ``looped_reach_study``): ``--time`` times one
 training step of every arm at its deepest size and records it with the peak memory (step_times.json under
 the study's root); ``--design`` prints the design with its arithmetic and its cost in CPU-hours; ``--plan`` prints
 the sweep lines ``scripts/run_sweeps.sh`` reads (the pilot's, then the design's); ``--probe`` writes the probe file
-of every finished run that kept its weights (rrlib.report.claims_study.write_probes).
+of every finished run that kept its weights (rrlib.studies.claims_study.write_probes).
 """
 from __future__ import annotations
 

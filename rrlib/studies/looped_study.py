@@ -94,7 +94,7 @@ GRID = Design("grid", RULES, FIRST_K, POINTS, SEEDS, OUT_ROOT)
 POWER = Design("power", ("scaled", "scaled_loops"), {(r, n): 0 for r in ("scaled", "scaled_loops") for n in LOOPS},
                5, tuple(range(8)), "outputs/looped_power", steps=1000,
                extra=("--set", "train.warmup_steps=100", "--set", "train.eval_every=250"))
-# The L sweep (rrlib.report.looped_reach_study states its claim and sizes its 7 seeds): scaled at N = 2 over L = 1, 2, 4
+# The L sweep (rrlib.studies.looped_reach_study states its claim and sizes its 7 seeds): scaled at N = 2 over L = 1, 2, 4
 # unique blocks, the powered design's recipe, five lattice rates per cell from k = 5 (0.0057 to 0.023).
 UNIQUE_LAYERS = Design("unique_layers", ("scaled",), {("scaled", n): 5 for n in (1, 2, 4)}, 5, tuple(range(7)),
                        "outputs/looped_unique", steps=POWER.steps, extra=POWER.extra, counts=(1, 2, 4),
@@ -425,7 +425,7 @@ def plan(runs: pd.DataFrame, seeds=None, design: Design = GRID) -> list[str]:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m rrlib.report.looped_study",
+    p = argparse.ArgumentParser(prog="python -m rrlib.studies.looped_study",
                                 description="Print the looped study's sweep lines (the grid and any extension "
                                             "its finished runs ask for), one per line, for scripts/run_sweeps.sh.")
     p.add_argument("--design", default="grid", help=f"{', '.join(DESIGNS)} (default: %(default)s)")

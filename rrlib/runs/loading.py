@@ -1,4 +1,4 @@
-"""Reading run folders for the report: results and training logs, trained models, held-out batches, provenance.
+"""Reading run folders back: results and training logs, trained models, held-out batches, provenance.
 
 Nothing here trains a model that has been trained before: a kept result is read, and only a missing checkpoint
 is made again, under a separate folder (see ``trained_model``).
@@ -15,36 +15,14 @@ import pandas as pd
 import torch
 
 from ..model import GPT
-from ..runs.checkpoints import WEIGHTS_FILE, load_weights
-from ..runs.config import PARAMS_DIR, RunConfig, run_folder
-from ..runs.data import fixed_eval_windows
-from ..runs.presets import resolve_run
-from ..runs.rundata import load_run_data
-from ..runs.runfiles import read_config, read_result
-from ..runs.sweep import run_sweep
-from ..runs.train import train_run
-
-def check_run_files(runs: Path, side_roots=None) -> int:
-    """Every result.json and config.json the pages can read: the run folders under ``runs``
-    (``<runs>/<size>/<variant>/seed<k>``) and under each root beside it that a page reads (``side_roots``,
-    default notebooks.SIDE_ROOTS; one level deeper too, as the looped sweep's ``lr<rate>`` roots and
-    outputs/power/runs), read as the pages will read them. A file that is not what rrlib writes is one StateError
-    sentence naming it, before any page runs (a page that met it would fail with a formatting error naming no
-    file, or leave the run out unsaid). Other folders beside ``runs`` are not read. Returns how many run folders
-    were read.
-    """
-    from .notebooks import SIDE_ROOTS
-
-    runs = Path(runs)
-    roots = [runs] + [runs.parent / r for r in (SIDE_ROOTS if side_roots is None else side_roots)]
-    found = {p.parent for root in roots if root.is_dir() for depth in ("*/*", "*/*/*", "*/*/*/*")
-             for p in root.glob(f"{depth}/seed*/result.json")}
-    for folder in sorted(found):
-        root = next(r for r in roots if folder.is_relative_to(r))
-        fix = f"restore it from a copy, or move the folder {folder} out of {root} (a sweep's --move-aside does this)"
-        read_result(folder, fix)
-        read_config(folder, fix)
-    return len(found)
+from .checkpoints import WEIGHTS_FILE, load_weights
+from .config import PARAMS_DIR, RunConfig, run_folder
+from .data import fixed_eval_windows
+from .presets import resolve_run
+from .rundata import load_run_data
+from .runfiles import read_config, read_result
+from .sweep import run_sweep
+from .train import train_run
 
 
 def quiet_sweep(*args, **kwargs) -> pd.DataFrame:
