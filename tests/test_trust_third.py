@@ -289,3 +289,22 @@ def test_the_benchmark_names_a_bad_paper_table_before_it_measures(tmp_path, caps
                     "--out", str(tmp_path / "b.json"))
     assert code == 2 and "paper.csv line 2: minutes must be a positive number, got 'soon'" in err
     assert not (tmp_path / "b.json").exists()
+
+
+@pytest.mark.parametrize("where", ["tables/04_paper_tests.csv", "figures", "01_mechanism.html", "dangling.html"])
+def test_the_report_refuses_a_link_among_the_files_it_replaces(tmp_path, capsys, where):
+    """A page replaces its HTML, figures and tables: a link there (to something or to nothing) is refused before any
+    notebook runs, and what it points to is untouched."""
+    out, outside = tmp_path / "paper", tmp_path / "outside"
+    (out / "tables").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "kept.csv").write_text("kept")
+    link = out / where
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(outside if where == "figures" else outside / ("nothing" if where == "dangling.html" else "kept.csv"))
+    code, err = cli(capsys, "report", "--only", "01_mechanism", "--runs", str(tmp_path / "runs"), "--out", str(out),
+                    "--threads", "1")
+    assert code == 2 and err.count("\n") == 1, err
+    assert f"cannot write {link}: {link} is a symbolic link, and nothing is written through a link" in err
+    assert (outside / "kept.csv").read_text() == "kept" and sorted(p.name for p in outside.iterdir()) == ["kept.csv"]
+    assert not (tmp_path / "runs").exists()  # nothing trained, nothing built

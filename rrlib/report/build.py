@@ -27,7 +27,7 @@ import yaml
 from ..model import count_params
 from ..runs.config import PROJECT_ROOT, ConfigError, given_path, project_path
 from ..runs.arguments import seed_list, variant_list
-from ..runs.output_paths import FILE, checked_output
+from ..runs.output_paths import FILE, checked_no_links, checked_output
 from ..runs.presets import load_preset
 from . import readme
 from .arguments import PAPER_CSV, parse_args
@@ -171,6 +171,9 @@ def main(argv=None) -> int:
     build = _folder(args.build) if args.build else project_path(base)
     for folder, option in ((out, "--out"), (build, "--build")):
         checked_output(folder, option)  # before any notebook runs: a page that fails late writes nothing over
+    # every file a page replaces, and the README and docs the committed report rewrites: none through a link
+    checked_no_links(out, "--out", ("figures", "tables", COMPARISONS), tuple(
+        project_path(document) for document in readme.DOCUMENTS) if out == project_path("paper") else ())
     comparisons = comparison_pages([given_path(folder) for folder in args.compare])  # checked before any work
     unknown = set(args.only or []) - {nb.name for nb in NOTEBOOKS}
     if unknown:

@@ -67,5 +67,6 @@ def publish(scratch: Path, out: Path, stem: str, mine, copied: dict[str, bytes])
 
 
 def _replace(source: Path, target: Path) -> None:
-    """``target`` replaced by ``source``'s bytes in one step (a link in its place is replaced, never followed)."""
+    """``target`` replaced by ``source``'s bytes in one step (the build refused a link there before any page ran:
+    output_paths.checked_no_links)."""
     write_bytes_atomic(target, source.read_bytes())

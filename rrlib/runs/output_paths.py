@@ -46,6 +46,21 @@ def _no_link(target: Path, option: str) -> None:
         raise ConfigError(f"cannot write {target}: {target} {A_LINK}; remove the link or give {option} another path")
 
 
+def checked_no_links(folder: Path, option: str, subfolders: tuple[str, ...] = (), files: tuple = ()) -> None:
+    """A folder whose entries a command replaces (the report's pages, figures and tables): no entry of ``folder`` or
+    of its ``subfolders``, none of those subfolders and none of ``files`` (paths beside it that it rewrites) may be
+    a symbolic link, to something or to nothing, or one sentence names the first. Replacing a link would write over
+    what is not a regular file."""
+    subs = [folder / name for name in subfolders]
+    candidates = [*subs, *files]
+    for place in (folder, *subs):
+        if place.is_dir() and not place.is_symlink():
+            candidates += sorted(place.iterdir())
+    for path in candidates:
+        if os.path.islink(path):
+            raise ConfigError(f"cannot write {path}: {path} {A_LINK}; remove the link or give {option} another path")
+
+
 def checked_run_outputs(run_dir: Path, cache_dir: Path) -> None:
     """The two places a training run writes: its folder (under ``--out``) with each file it writes there, and the
     token cache."""
