@@ -152,8 +152,8 @@ def test_loop_norms_read_the_stream_after_each_loop():
 
 
 def test_sweep_lines_give_untested_arms_the_first_seeds_and_options_as_yaml():
-    study = Study(name="s", estimate="e", paper="p", claim="c", where="w", kind="k", metric="m", test="t", correction="c",
-                  margin="m", target=1.0, target_why="w", sizes=("reach4", "reach12"), steps=300,
+    study = Study(name="s", estimate="e", records=("r",), target=1.0, target_why="w", sizes=("reach4", "reach12"),
+                  steps=300,
                   arms=(Arm("carry", "highway_convex", (("carry_bias", -3.0),)), Arm("plain", "standard", tested=False),
                         Arm("short", "standard", sizes=("reach4",))))
     lines = sweep_lines(study, study.arms, range(5))
@@ -221,3 +221,17 @@ def test_stream_slopes_need_every_loop_count(monkeypatch):
     slopes = looped_reach_study.stream_slopes(study, (0,))
     assert slopes.loc[0, "scaled_loops"] == pytest.approx(0.5)
     assert math.isnan(slopes.loc[0, "scaled"])  # its N = 8 run left no probe
+
+
+def test_every_study_answers_records_that_name_it():
+    """A study's claims live in the records alone: each id it names is a registered record whose design names the
+    study, and every record whose design names a study is answered by it."""
+    from rrlib.claims.records import by_id
+
+    claims, studies = by_id(), {**reach.STUDIES, **looped_reach_study.STUDIES}
+    for study in studies.values():
+        for cid in study.records:
+            assert claims[cid].status == "registered" and f"study {study.name} " in claims[cid].design + " ", cid
+    named = {c.id for c in claims.values() if c.status == "registered" and any(
+        f"study {name} " in c.design + " " or f"study {name}," in c.design for name in studies)}
+    assert named == {cid for study in studies.values() for cid in study.records}

@@ -4,7 +4,8 @@ ReZero's speed, LayerScale over depth, and confirmatory runs of the AttnRes and 
 Every study trains the depth ablation's recipe (d 64, 4 heads, context 64, byte-level TinyStories sample, batch 16,
 300 steps at lr 2e-3 with 30 warmup steps; ``params/reach.yaml``, whose ``reach<L>`` has L blocks; the mechanism runs
 use ``params/depth.yaml`` itself, whose 3 seeds they add to). Each study is one ``Study`` (rrlib.studies.study_plan)
-whose fields are the registration; ``design`` sizes its seeds (rrlib.studies.sizing: the spread at its upper 80 %
+which answers the records it names (rrlib/claims/records.yaml: the registration, each claim in its paper's words
+with its metric, test and margin); ``design`` sizes its seeds (rrlib.studies.sizing: the spread at its upper 80 %
 bound, 80 % power, α over its Holm family). Run them with ``scripts/depth_reach.sh``.
 
 The trained-or-not threshold (Highway, ReZero depth). A model that has learned only how often each byte occurs sits
@@ -57,33 +58,20 @@ STALL_NATS = 0.05
 TRAINED = "trained"  # the estimate of the two depth-trainability studies
 MODULE = "rrlib.studies.depth_reach_study"
 
-TRAINED_TEST = ("one-sided one-sample t-test over seeds, per arm and depth, that the mean of (unigram entropy − "
-                "0.05 − fixed_loss) is above 0")
 TRAINED_WHY = ("0.10 nats below the threshold: a tenth of the 1 nat a trained 24-block model sits below the unigram "
                "level, and far above the seed spread of a trained run")
-TRAINED_MARGIN = ("the run's loss falls below its initial loss (ln 257 = 5.55 nats) by at least 5.55 − (unigram "
-                  "entropy − 0.05) ≈ 2.5 nats: it ends below the unigram level (the module docstring)")
 
+# Each study answers the records it names (rrlib/claims/records.yaml: the claim in the paper's words, its metric,
+# test, correction and margin); what it runs and how its seeds are sized is here.
 HIGHWAY = Study(
-    name="highway_depth", estimate=TRAINED, paper="Highway Networks (Srivastava, Greff and Schmidhuber, 2015)",
-    claim="Highway networks with hundreds of layers can be trained directly using stochastic gradient descent",
-    where="arXiv 1505.00387, abstract", kind="measured",
-    metric="fixed_loss at the end of training, per run, against the threshold (the module docstring)",
-    test=TRAINED_TEST, correction="none: every depth of the carry arm must pass (the largest p); the neutral and "
-    "standard arms are read beside it, not tested (on the design's first 2 seeds; the neutral arm at 100 "
-    "blocks only, the module docstring says why)", margin=TRAINED_MARGIN, target=0.10, target_why=TRAINED_WHY,
-    sizes=("reach100", "reach200", "reach300"),
+    name="highway_depth", estimate=TRAINED, records=("highway-hundreds-of-layers",), target=0.10,
+    target_why=TRAINED_WHY, sizes=("reach100", "reach200", "reach300"),
     arms=(Arm("carry", "highway_convex", (("carry_bias", -3.0),)),
           Arm("neutral", "highway_convex", tested=False, sizes=("reach100",)), Arm("standard", "standard", tested=False)),
     steps=300, one_sided=True)
 
 REZERO_DEPTH = Study(
-    name="rezero_depth", estimate=TRAINED, paper="ReZero is All You Need (Bachlechner et al., 2020)",
-    claim="We apply this technique to language modeling and find that we can easily train 120-layer Transformers",
-    where="arXiv 2003.04887, abstract", kind="measured",
-    metric="fixed_loss at the end of training, per run, against the threshold (the module docstring)",
-    test=TRAINED_TEST, correction="none: every depth of the rezero arm must pass (the largest p); standard is read "
-    "beside it, not tested (on the design's first 2 seeds)", margin=TRAINED_MARGIN, target=0.10, target_why=TRAINED_WHY,
+    name="rezero_depth", estimate=TRAINED, records=("rezero-120-layers",), target=0.10, target_why=TRAINED_WHY,
     sizes=("reach24", "reach64", "reach120"),
     arms=(Arm("rezero", "rezero", (("pre_norm", False),)), Arm("standard", "standard", tested=False)), steps=300,
     one_sided=True)
@@ -92,31 +80,14 @@ SPEED_LRS = (0.001, 0.002, 0.004, 0.008)  # a factor 2 apart around the recipe's
 SPEED_EVAL_EVERY = 10  # evaluations of the fixed held-out set, for the step at which a run reaches the target
 SPEED_SLACK = 0.05  # nats above the worse pilot run's final loss: a level every design run reaches
 REZERO_SPEED = Study(
-    name="rezero_speed", estimate="speed", paper="ReZero is All You Need (Bachlechner et al., 2020)",
-    claim="When applied to 12 layer Transformers, it converges 56% faster on enwiki8",
-    where="arXiv 2003.04887, abstract", kind="directional",
-    metric="log2 of the steps ReZero takes to reach the target loss over the steps standard takes, per seed (the "
-           "first evaluation at or below it, every 10 steps, linearly interpolated from the one before); the "
-           "target loss is the final fixed_loss of the worse pilot run at the chosen rates plus 0.05 nats; each "
-           "rule at its own best rate (lowest mean final fixed_loss over the pilot seeds; a rate at which any pilot "
-           "seed diverged is never best) of 1e-3, 2e-3, 4e-3, 8e-3",
-    test="paired t-test over seeds, two-sided, α 0.05", correction="none (one comparison)",
-    margin="none (a directional claim)", target=round(math.log2(1.56), 3),
-    target_why="the paper's own effect: 56 % faster is 1/1.56 of the steps, log2 1.56 = 0.64",
-    sizes=("reach12",),
+    name="rezero_speed", estimate="speed", records=("rezero-converges-faster-as-run",), target=round(math.log2(1.56), 3),
+    target_why="the paper's own effect: 56 % faster is 1/1.56 of the steps, log2 1.56 = 0.64", sizes=("reach12",),
     arms=tuple(Arm(f"{name}_lr{lr:g}", variant, options, lr) for name, variant, options in
                (("rezero", "rezero", (("pre_norm", False),)), ("standard", "standard", ())) for lr in SPEED_LRS),
     steps=300, pilot_seeds=(0, 1, 2, 3), extra=("--eval-every", str(SPEED_EVAL_EVERY)))
 
 LAYERSCALE = Study(
-    name="layerscale_depth", estimate="trend", paper="Going deeper with Image Transformers (Touvron et al., 2021; CaiT)",
-    claim="We make two transformers architecture changes that significantly improve the accuracy of deep "
-          "transformers", where="arXiv 2103.17239, abstract (LayerScale is the first of the two, §3)",
-    kind="directional",
-    metric="per seed, the least-squares slope of (layerscale − standard fixed_loss) on log2(blocks) over 4, 12, 24 "
-           "and 36 blocks: negative when LayerScale's gain grows with depth; the gap at each depth beside it",
-    test="one-sample t-test of the slopes over seeds, two-sided, α 0.05", correction="none (one trend test); the "
-    "per-depth gaps beside it are Holm over the 4 depths", margin="none (a directional claim)", target=0.01,
+    name="layerscale_depth", estimate="trend", records=("layerscale-deeper",), target=0.01,
     target_why="the paper states its gain in ImageNet top-1, which gives no loss: 0.01 nats per doubling of depth, "
                "a 1 % change of perplexity, the smallest trend this harness treats as real",
     sizes=("reach4", "reach12", "reach24", "reach36"), arms=(Arm("layerscale", "layerscale"), Arm("standard", "standard")),
@@ -125,20 +96,11 @@ LAYERSCALE = Study(
 MECHANISM_SIZES = ("depth8", "depth16", "depth24")
 COMMITTED_MECHANISM_SEEDS = (0, 1, 2)  # outputs/claims/depth<L>: read before these claims were registered again
 MECHANISMS = Study(
-    name="mechanisms", estimate="growth", paper="Multi-Gate Residuals (arXiv 2605.23259), on Attention Residuals and on itself",
-    claim="Attention Residuals has shown some effectiveness in addressing the widespread issue of unbounded "
-          "activation growth across deep residual layers | we propose Multi-Gate Residuals (MGR), which stabilizes "
-          "activation scales without additional communication burden",
-    where="arXiv 2605.23259, abstract (family-abstracts.txt of the papers' texts)", kind="directional",
-    metric="per seed and depth, the growth over depth of the hidden state's scale in the TRAINED model "
-           "(probes.depth_growth of read_rms: log2 units from the first block to the last) of the rule minus "
-           "standard's; trained − init of the same difference beside it (exploratory)",
-    test="paired t-test over seeds per depth (8, 16, 24 blocks), two-sided, α 0.05; one row per rule (attnres, mgr)",
-    correction="Holm over the 3 depths of each rule's row", margin="none (a directional claim)", target=1.0,
-    target_why="the papers give no size; 1 log2 unit (the stream growing 2x less from the first block to the last) "
-               "is the least that 'counters' or 'stabilises' can mean",
-    sizes=MECHANISM_SIZES, arms=(Arm("standard", "standard"), Arm("attnres", "attnres"), Arm("mgr", "mgr")),
-    steps=300, family=3, first_seed=len(COMMITTED_MECHANISM_SEEDS), probe=True)
+    name="mechanisms", estimate="growth", records=("attnres-growth-confirm", "mgr-activation-scales-confirm"),
+    target=1.0, target_why="the papers give no size; 1 log2 unit (the stream growing 2x less from the first block to "
+                           "the last) is the least that 'counters' or 'stabilises' can mean",
+    sizes=MECHANISM_SIZES, arms=(Arm("standard", "standard"), Arm("attnres", "attnres"), Arm("mgr", "mgr")), steps=300,
+    family=3, first_seed=len(COMMITTED_MECHANISM_SEEDS), probe=True)
 
 STUDIES = {s.name: s for s in (REZERO_SPEED, LAYERSCALE, REZERO_DEPTH, HIGHWAY, MECHANISMS)}
 

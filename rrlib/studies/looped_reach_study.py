@@ -93,18 +93,9 @@ def unique_layers_sizing() -> pd.DataFrame:
 
 LOOP_NORM_LR = 0.008
 LOOP_NORM_MARGIN = 0.25  # per doubling of N: half the +0.5 that fully correlated updates give under 1/√N
-LOOP_NORMS = Study(
-    name="loop_norms", estimate="loop slopes", paper="Residual scaling of looped transformers (arXiv 2606.18524)",
-    claim="paraphrase: under 1/√N scaling the residual stream grows with N, under 1/N it does not (the abstract: "
-          "\"weight sharing makes residual updates correlated across iterations, requiring the stronger scaling "
-          "$\\varepsilon = 1/N$\")", where="arXiv 2606.18524, abstract (family-abstracts.txt of the papers' texts)",
-    kind="directional and equivalence",
-    metric="per seed and rule, the least-squares slope of log2(stream RMS after the last loop) on log2(N), "
-           "N = 1, 2, 4, 8, in the trained models (probes.loop_norms); the initial models' beside them",
-    test="1/√N grows: one-sample t-test of scaled_loops' slopes against 0, two-sided; 1/N does not: TOST of "
-         "scaled's slopes at ±0.25", correction="Holm over the two tests",
-    margin="±0.25 log2 per doubling of N for 'does not grow': half the +0.5 of fully correlated updates under 1/√N",
-    target=0.5, target_why="the growth fully correlated updates give under 1/√N: √N, +0.5 log2 per doubling",
+LOOP_NORMS = Study(  # answers looped-stream-norm (rrlib/claims/records.yaml: its words, metric, tests and margin)
+    name="loop_norms", estimate="loop slopes", records=("looped-stream-norm",), target=0.5,
+    target_why="the growth fully correlated updates give under 1/√N: √N, +0.5 log2 per doubling",
     sizes=("looped1", "looped2", "looped4", "looped8"),
     arms=(Arm("scaled", "scaled", lr=LOOP_NORM_LR), Arm("scaled_loops", "scaled_loops", lr=LOOP_NORM_LR)),
     steps=looped_study.POWER.steps, family=2, pilot_seeds=(0, 1, 2), extra=looped_study.POWER.extra, probe=True)

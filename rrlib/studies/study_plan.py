@@ -1,8 +1,9 @@
 """A registered study as data, and what turns it into runs: its arms, sizes and seeds as ``rrlib sweep`` lines, the
 step timing at its deepest size, its cost, and its seeds sized before the runs that need them.
 
-A study (``Study``) is written down before its runs: the claim in the paper's words and where it stands, its kind,
-metric, test, correction and margin, the detectable gap it is sized for and why, its arms (a rule with its options
+A study (``Study``) is written down before its runs, beside the claims it answers: their records
+(rrlib/claims/records.yaml) hold each claim in its paper's words, its metric, test, correction and margin; the study
+holds the detectable gap it is sized for and why, its arms (a rule with its options
 and learning rate, each under its own folder, ``<root>/<arm>/<size>/<variant>/seed<k>``), its sizes and where its
 seeds' spread comes from. Either committed runs give the spread (``spread`` reads it, and the design's seeds are
 fixed now), or a pilot does: the pilot's seeds run first, and the design's seeds follow from them by the rule the
@@ -61,14 +62,7 @@ class Study:
     """A registered design (the module docstring); ``pilot_seeds`` empty means the committed runs give the spread."""
     name: str
     estimate: str  # how the study's module reads the per-seed values that size it (its ``design`` says)
-    paper: str
-    claim: str
-    where: str
-    kind: str
-    metric: str
-    test: str
-    correction: str
-    margin: str
+    records: tuple  # the claims it answers, by their ids in rrlib/claims/records.yaml (their words, metric and test)
     target: float
     target_why: str
     sizes: tuple
@@ -203,9 +197,9 @@ def arm_words(arm: Arm) -> str:
 
 def describe(study: Study, design: dict, arms, seeds) -> str:
     sized = design.get("sizing", {})
-    lines = [f"{study.name}: {study.paper}", f"  claim ({study.where}): {study.claim}", f"  kind: {study.kind}",
-             f"  metric: {study.metric}", f"  test: {study.test}", f"  correction: {study.correction}",
-             f"  margin: {study.margin}", f"  target (detectable gap): {study.target:g}; {study.target_why}",
+    lines = [f"{study.name}: answers {', '.join(study.records)} (rrlib/claims/records.yaml: the claim in its paper's "
+             "words, the metric, test, correction and margin)",
+             f"  target (detectable gap): {study.target:g}; {study.target_why}",
              f"  spread: {design.get('spread', '')}"]
     if sized:
         lines.append(f"  arithmetic: SD {sized['sd']:.4g} from {sized['pilot_n']} values, upper 80 % bound "
