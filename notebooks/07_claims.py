@@ -531,10 +531,17 @@ for name in ("highway_depth", "rezero_depth"):
                                     f"07_{name}", figures_dir, index=False, formats={
                                         c: "{:+.3f}" for c in ("below", "ci_low", "ci_high")} | {
                                         "p": "{:.2g}", "mde": "{:.3f}"}))
-if reach_rows.design_done(REACH["layerscale_depth"], reach_designs["layerscale_depth"]):
+layerscale_done = reach_rows.design_done(REACH["layerscale_depth"], reach_designs["layerscale_depth"])
+if layerscale_done:
     display(tables.reader_table(reach_rows.layerscale_gaps(REACH["layerscale_depth"],
                                                            reach_designs["layerscale_depth"]["seeds"], alpha),
                                 "07_layerscale_depth", figures_dir, index=False))
+trained_runs = {name: reach_rows.trained_values(REACH[name], reach_designs[name]["seeds"])
+                for name in ("highway_depth", "rezero_depth") if reach_rows.design_done(REACH[name], reach_designs[name])}
+if trained_runs or layerscale_done:
+    plots.show_figure(figures.depth_reach(trained_runs, reach_rows.layerscale_seed_gaps(
+        REACH["layerscale_depth"], reach_designs["layerscale_depth"]["seeds"]) if layerscale_done else None),
+        "07_depth_reach", figures_dir)
 if reach_rows.design_done(REACH["mechanisms"], reach_designs["mechanisms"]):
     display(tables.reader_table(pd.concat([reach_rows.growth_by_depth(REACH["mechanisms"], rule,
                                                                       reach_designs["mechanisms"]["seeds"], alpha)

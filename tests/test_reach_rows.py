@@ -41,7 +41,8 @@ def depth_runs(loss_of, seeds=(0, 1, 2, 3)):
         for size in study.sizes:
             for seed in seeds if arm.tested else seeds[:2]:
                 loss = loss_of(arm.name, size, seed)
-                rows.append({"arm": arm.name, "size": size, "seed": seed, "minutes": 1.0, "git_commit": "abc1234",
+                rows.append({"arm": arm.name, "variant": arm.variant, "size": size, "seed": seed, "minutes": 1.0,
+                             "git_commit": "abc1234",
                              "status": "finished" if loss is not None else "diverged", "fixed_loss": loss})
     return rows
 
@@ -187,3 +188,17 @@ def test_runs_table_counts_each_studys_hours_and_commits(monkeypatch):
     monkeypatch.setattr(reach_rows, "finished", fake_finished(depth_runs(lambda *a: 2.0)))
     table = reach_rows.runs_table({"depth_test": depth_study()}).iloc[0]
     assert (table["runs"], table["seeds"], table["cpu_hours"], table["commits"]) == (12, 4, 0.2, "abc1234")
+
+
+def test_the_depth_figure_draws_every_run_and_a_diverged_one_open(monkeypatch, threshold):
+    from rrlib.claims import figures
+
+    rows = depth_runs(lambda arm, size, seed: None if (arm, size, seed) == ("rezero", "reach64", 1) else 2.0)
+    monkeypatch.setattr(reach_rows, "finished", fake_finished(rows))
+    values = reach_rows.trained_values(depth_study(), (0, 1, 2, 3))
+    gaps = pd.DataFrame({"seed": [0, 0], "size": ["reach4", "reach12"], "gap": [0.1, 0.2], "blocks": [4, 12]})
+    fig = figures.depth_reach({"depth_test": values}, gaps)
+    runs_ax, gaps_ax = fig.axes
+    drawn = sum(len(c.get_offsets()) for c in runs_ax.collections)
+    assert drawn == len(values) == 12 and "rezero, diverged" in [t.get_text() for t in runs_ax.get_legend().get_texts()]
+    assert sorted(gaps_ax.lines[0].get_xdata()) == [4, 12]

@@ -1,9 +1,11 @@
 """Page 07's figures of its probes: what each sublayer reads over depth, how sharply the depth-attention rules
-route, and what training did to the scales over depth against standard's. Each returns a matplotlib figure for
+route, and what training did to the scales over depth against standard's; and of its depth studies, how far below
+the unigram level each deep model ends and LayerScale's gap over depth. Each returns a matplotlib figure for
 ``rrlib.report.plots.show_figure``."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 
 from rrlib.report import plots
@@ -57,4 +59,37 @@ def growth(depth_scales: pd.DataFrame, mechanisms: dict, depths):
         ax.legend(fontsize=8)
     fig.suptitle("What training did to the scales over depth: growth from the first block to the last, trained − "
                  f"init (mean over {depth_scales['seed'].nunique()} seeds)")
+    return fig
+
+
+def depth_reach(trained: dict, layerscale: pd.DataFrame | None):
+    """One panel per finished depth study: ``trained`` maps a study's name to its runs' threshold − final loss
+    (rrlib.claims.reach_rows.trained_values: arm, blocks, below, status), a diverged run drawn open at its initial
+    loss; ``layerscale`` (reach_rows.layerscale_seed_gaps, or None) is standard − layerscale per seed and depth."""
+    panels = list(trained.items()) + ([("layerscale_depth", layerscale)] if layerscale is not None else [])
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
+    for ax, (name, runs) in zip(axes[0], panels):
+        if name == "layerscale_depth":
+            ax.scatter(runs["blocks"], runs["gap"], color=plots.color("layerscale"), alpha=0.6, label="a seed")
+            mean = runs.groupby("blocks")["gap"].mean()
+            ax.plot(mean.index, mean.values, color=plots.color("layerscale"), marker=plots.marker("layerscale"),
+                    label="mean")
+            ax.set(ylabel="standard − layerscale fixed_loss (nats)", title="LayerScale against standard")
+        else:
+            for arm, part in runs.groupby("arm", sort=False):
+                variant = part["variant"].iloc[0]
+                jitter = np.exp(np.random.default_rng(0).uniform(-0.04, 0.04, len(part)))
+                done = part["status"] == "finished"
+                ax.scatter(part["blocks"][done] * jitter[done], part["below"][done], color=plots.color(variant),
+                           marker=plots.marker(variant), label=arm)
+                ax.scatter(part["blocks"][~done] * jitter[~done], part["below"][~done], facecolors="none",
+                           edgecolors=plots.color(variant), marker=plots.marker(variant),
+                           label=f"{arm}, diverged" if (~done).any() else None)
+            ax.set(ylabel="unigram level − 0.05 − final fixed_loss (nats)", title=f"{name}: trained above 0")
+        ax.axhline(0, color="grey", linewidth=0.8)
+        depths = sorted(set(runs["blocks"]))
+        ax.set(xscale="log", xlabel="blocks", xticks=depths, xticklabels=[str(b) for b in depths])
+        ax.xaxis.set_minor_locator(plt.NullLocator())
+        ax.legend(fontsize=8)
+    fig.suptitle("The depth studies, one point a run")
     return fig

@@ -78,21 +78,22 @@ def _one_sided(values, alpha: float) -> dict:
 # ---------------------------------------------------------------- Highway and ReZero: do the deep models train?
 
 
-def trained_values(study: Study, runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per ended run: arm, size, blocks, seed, fixed_loss and ``below`` = threshold − fixed_loss (a diverged
-    run at its initial loss, ln of the vocabulary)."""
+def trained_values(study: Study, seeds) -> pd.DataFrame:
+    """One row per ended run of the design at ``seeds``: arm, variant, size, blocks, seed, status and ``below`` =
+    threshold − fixed_loss (a diverged run at its initial loss, ln of the vocabulary)."""
+    runs, _ = design_ended(study, study.arms, seeds)
     threshold = depth.trained_threshold()
     vocab = depth.resolve_run(study.sizes[0], study.arms[0].variant, 0).model.vocab_size
     loss = np.where(runs["status"] == "finished", runs["fixed_loss"].astype(float), math.log(vocab))
     blocks = [depth.resolve_run(size, "standard", 0).model.n_layers for size in runs["size"]]
-    return runs.assign(blocks=blocks, below=threshold - loss)[["arm", "size", "blocks", "seed", "status", "below"]]
+    return runs.assign(blocks=blocks, below=threshold - loss)[["arm", "variant", "size", "blocks", "seed", "status",
+                                                               "below"]]
 
 
 def trained_table(study: Study, seeds, alpha: float = 0.05) -> pd.DataFrame:
     """Per arm and depth: seeds, diverged runs, the mean of threshold − loss with its interval, and for the tested
     arm the one-sided p and the detectable mean."""
-    runs, _ = design_ended(study, study.arms, seeds)
-    values = trained_values(study, runs)
+    values = trained_values(study, seeds)
     rows = []
     for (arm, size), part in values.groupby(["arm", "size"], sort=False):
         tested = next(a for a in study.arms if a.name == arm).tested
@@ -169,14 +170,19 @@ def speed_row(claim, study: Study, design: dict, evidence: str, rezero_lr: float
 # ---------------------------------------------------------------- LayerScale over depth
 
 
-def layerscale_gaps(study: Study, seeds, alpha: float = 0.05) -> pd.DataFrame:
-    """Per depth: standard − layerscale fixed_loss (positive: LayerScale better), paired by seed, Holm over the
-    depths."""
+def layerscale_seed_gaps(study: Study, seeds) -> pd.DataFrame:
+    """Per seed and depth: standard − layerscale fixed_loss (positive: LayerScale better), with the blocks."""
     runs = finished(study, seeds=seeds)
     loss = runs.pivot_table(index=["size", "seed"], columns="arm", values="fixed_loss")
-    rows = [{"size": size, "blocks": depth.resolve_run(size, "standard", 0).model.n_layers,
-             **ledger.paired((part["standard"] - part["layerscale"]).dropna().to_numpy(), alpha)}
-            for size, part in loss.groupby(level="size", sort=False)]
+    gaps = (loss["standard"] - loss["layerscale"]).rename("gap").dropna().reset_index()
+    return gaps.assign(blocks=[depth.resolve_run(size, "standard", 0).model.n_layers for size in gaps["size"]])
+
+
+def layerscale_gaps(study: Study, seeds, alpha: float = 0.05) -> pd.DataFrame:
+    """Per depth: the gaps of ``layerscale_seed_gaps`` paired by seed, Holm over the depths."""
+    gaps = layerscale_seed_gaps(study, seeds)
+    rows = [{"size": size, "blocks": int(part["blocks"].iloc[0]), **ledger.paired(part["gap"].to_numpy(), alpha)}
+            for size, part in gaps.groupby("size", sort=False)]
     table = pd.DataFrame(rows).sort_values("blocks").reset_index(drop=True)
     return table.assign(p_holm=holm(table["p"]))
 
