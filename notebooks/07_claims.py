@@ -499,7 +499,10 @@ rows += [reach_rows.unique_layers_row(CLAIMS["looped-depends-on-l"], reach_link,
 # What the CPU cannot match. ReZero's Transformers train on enwik8 characters at widths and for step counts far
 # beyond a CPU's; here every model is d 64 and trains 300 steps on the byte-level TinyStories sample, at the
 # recipe's rate for the depth claims. Highway's networks are fully connected and convolutional, without attention;
-# here each sublayer of a transformer is one highway layer, its transform gate's bias at −3 (carry at init). CaiT
+# here each sublayer of a transformer is one highway layer, its transform gate's bias at −3 (carry at init); the
+# same depth without that bias runs at 100 blocks only, because its gate halves the gradient at every sublayer and
+# deeper down the gradients fall into float32's subnormal range, where the CPU's steps slow several-fold (the
+# study's docstring gives the timings; every model fits the machine's 24 GiB, `step_times.json`). CaiT
 # measures ImageNet top-1; here the held-out loss, with a trend target of this harness's own (0.01 nats per
 # doubling of depth). A "trained" deep model is one whose loss ends 0.05 nats below the training text's unigram
 # entropy, the level a model that ignores its context reaches; a run that diverged counts at its initial loss.
