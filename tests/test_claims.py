@@ -238,6 +238,18 @@ def test_a_rows_interval_and_p_come_from_one_comparison():
     assert effect == 0.03 and np.isnan(p)  # a part not tested: the claim cannot hold on it
 
 
+def test_a_part_shown_against_the_claim_decides_every_part_holds():
+    """One part significantly against the claim contradicts it, whatever p the other parts have (the largest p
+    alone would pick the other part: inconclusive here, supported where that part is significant too)."""
+    effect, low, high, p = ledger.intersection([0.02, -0.03], [-0.01, -0.04], [0.05, -0.02], [0.2, 0.001])
+    assert (effect, p) == (-0.03, 0.001) and ledger.judge("directional", effect, p) == "contradicted"
+    effect, _, _, p = ledger.intersection([0.02, -0.03], [0.01, -0.04], [0.03, -0.02], [0.01, 0.001])
+    assert ledger.judge("directional", effect, p) == "contradicted"
+    # against the claim but not shown: still the weakest part, so the claim is not supported
+    assert ledger.binding([0.3, 0.6], [-0.01, 0.02]) == 0
+    assert ledger.binding([0.01, 0.04], [0.02, 0.03]) == 1 and ledger.binding([0.01, 0.04]) == 1
+
+
 def test_some_form_holds_is_decided_by_the_form_most_in_the_claims_favour():
     """Holm over the forms, then: a significant gain in any form supports; only every form significantly worse
     contradicts (a tie in Holm p must not hand the row to a worse form)."""

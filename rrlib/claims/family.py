@@ -73,7 +73,7 @@ def beats_all(claim, tests: pd.DataFrame, variant: str, where: str, evidence: st
     largest p decides, with its own gap and interval, against the paper's stated effect."""
     effect, low, high, p = ledger.intersection(tests["gap"].to_numpy(), tests["ci_low"].to_numpy(),
                                                tests["ci_high"].to_numpy(), tests["p"].to_numpy())
-    binding = tests.iloc[ledger.binding(tests["p"])]
+    binding = tests.iloc[ledger.binding(tests["p"], tests["gap"])]
     return row(claim,
                f"{where}, fixed_loss, paired over {int(tests['seeds'].min())} seeds: " + "; ".join(
                    f"{b} − {variant} {r.gap:+.4f} (p {r.p:.2g})" for b, r in tests.iterrows())

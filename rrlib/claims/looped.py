@@ -22,7 +22,7 @@ def trainability_row(claim, trainable: pd.DataFrame, study: str, evidence: str, 
     effect, low, high, p = ledger.intersection(done["gap"].to_numpy(), done["ci_low"].to_numpy(),
                                                done["ci_high"].to_numpy(), done["p"].to_numpy())
     # the binding N's detectable gap from its interval: half-width = t_{1-α/2}·SE, detectable = (t_{1-α/2} + t_{0.8})·SE
-    n_binding = int(done.iloc[ledger.binding(done["p"])]["seeds"])
+    n_binding = int(done.iloc[ledger.binding(done["p"], done["gap"])]["seeds"])
     t_half, t_power = t_dist.ppf(1 - alpha / 2, n_binding - 1), t_dist.ppf(0.8, n_binding - 1)
     return row(claim, f"scaled_loops − scaled at each seed's optimum, {study}, "
                       f"N = {', '.join(map(str, done['loops']))} "

@@ -118,7 +118,7 @@ def growth_row(claim, growth: pd.DataFrame, variant: str, reading: str, planned:
     prefix = "endpoint_" if reading == "endpoint" else ""
     effect, low, high, p = ledger.intersection(*(parts[prefix + c].to_numpy()
                                                  for c in ("effect", "ci_low", "ci_high", "p")))
-    binding = parts.iloc[ledger.binding(parts[prefix + "p"])]
+    binding = parts.iloc[ledger.binding(parts[prefix + "p"], parts[prefix + "effect"])]
     how = ("log₂ of the last sublayer's over the first's" if reading == "endpoint"
            else "first to last block, fitted over every sublayer")
     return row(claim, f"learned growth over depth of {binding['metric']} (log₂, {how}; trained − init), "
@@ -165,7 +165,7 @@ def routing_row(claim, by_depth: pd.DataFrame, block: dict, size: str, blocks: i
         return unfinished(claim, "the attnres and delta_attnres depth-probe", done, planned)
     effect, low, high, p = ledger.intersection(by_depth["effect"].to_numpy(), by_depth["ci_low"].to_numpy(),
                                                by_depth["ci_high"].to_numpy(), by_depth["p"].to_numpy())
-    binding = by_depth.iloc[ledger.binding(by_depth["p"])]
+    binding = by_depth.iloc[ledger.binding(by_depth["p"], by_depth["effect"])]
     beside = (f"; per block at {size} ({blocks} blocks): delta_attnres_block {block['delta_attnres_block']:+.3f}, "
               f"attnres_block {block['attnres_block']:+.3f}, {block['effect']:+.3f} "
               f"[{block['ci_low']:+.3f}, {block['ci_high']:+.3f}], p {block['p']:.2g}" if block["n"] >= 2 else "")

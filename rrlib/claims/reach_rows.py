@@ -112,7 +112,7 @@ def trained_row(claim, study: Study, design: dict, evidence: str, alpha: float =
     seeds = design["seeds"]
     table = trained_table(study, seeds, alpha)
     tested = table[table["p"].notna()].reset_index(drop=True)
-    k = ledger.binding(tested["p"])
+    k = ledger.binding(tested["p"], tested["below"])
     chosen = tested.iloc[k]
     beside = table[table["p"].isna()]
     return row(claim, f"threshold − final fixed_loss (nats; the threshold {depth.trained_threshold():.3f}, 0.05 below "
@@ -240,7 +240,7 @@ def mechanism_row(claim, study: Study, rule: str, design: dict, evidence: str, a
         return unfinished(claim, f"the {rule} and standard {study.name} probe", int(table["n"].min()), len(seeds))
     effect, low, high, p = ledger.intersection(*(table[c].to_numpy() for c in ("effect", "ci_low", "ci_high",
                                                                                "p_holm")))
-    chosen = table.iloc[ledger.binding(table["p_holm"])]
+    chosen = table.iloc[ledger.binding(table["p_holm"], table["effect"])]
     return row(claim, f"growth over depth of the hidden state's RMS in the trained models (log₂, first block to last), "
                       f"standard's − {rule}'s, seeds {seeds[0]}–{seeds[-1]} paired at each depth: " + "; ".join(
                           f"{r.size} {r.effect:+.3f} (Holm p {r.p_holm:.2g}; trained − init {r.learned:+.3f})"

@@ -90,7 +90,7 @@ def paper_run_rows(claims: dict, paper_tests: pd.DataFrame | None, paper_results
         both = at([size])
         effect, low, high, p = ledger.intersection(both["paired_gap"].to_numpy(), both["ci_low"].to_numpy(),
                                                    both["ci_high"].to_numpy(), both["paired_p"].to_numpy())
-        binding = both.iloc[ledger.binding(both["paired_p"])]
+        binding = both.iloc[ledger.binding(both["paired_p"], both["paired_gap"])]
         rows.append(row(
             claims[cid],
             f"Review's paired gaps at {size} (the paper's runs, val_loss, paired by seed: " + ", ".join(
@@ -110,7 +110,7 @@ def paper_run_rows(claims: dict, paper_tests: pd.DataFrame | None, paper_results
         growth.append(ledger.welch(per_size["1B"], per_size["590M"], alpha))
     effect, low, high, p = ledger.intersection([g["effect"] for g in growth], [g["ci_low"] for g in growth],
                                                [g["ci_high"] for g in growth], [g["p"] for g in growth])
-    binding = growth[ledger.binding([g["p"] for g in growth])]
+    binding = growth[ledger.binding([g["p"] for g in growth], [g["effect"] for g in growth])]
     rows.append(row(
         claims["review-gain-grows-1b"],
         "Review's per-seed gap at 1B − at 590M (Welch over seeds), per baseline; the one with the larger p",
@@ -135,7 +135,7 @@ def trend_row(claims: dict, trend: pd.DataFrame | None, evidence: str, alpha: fl
     effect, low, high, p = ledger.intersection(trend["slope_per_decade"].to_numpy(),
                                                (trend["slope_per_decade"] - half).to_numpy(),
                                                (trend["slope_per_decade"] + half).to_numpy(), trend["p"].to_numpy())
-    binding = trend.iloc[ledger.binding(trend["p"])]
+    binding = trend.iloc[ledger.binding(trend["p"], trend["slope_per_decade"])]
     return row(
         claims["review-grows-with-scale"],
         "slope of Review's gap on log10 size (nats per decade, the paper's 5 sizes, one point each), the smaller over "
@@ -156,7 +156,7 @@ def size_row(claims: dict, factors: pd.DataFrame | None, slope: float, evidence:
     size_terms = factors[(factors["metric"] == "fixed_loss") & (factors["term"] == "log10_size")]
     effect, low, high, p = ledger.intersection(size_terms["coef"].to_numpy(), size_terms["ci_low"].to_numpy(),
                                                size_terms["ci_high"].to_numpy(), size_terms["p"].to_numpy())
-    binding = size_terms.iloc[ledger.binding(size_terms["p"])]
+    binding = size_terms.iloc[ledger.binding(size_terms["p"], size_terms["coef"])]
     tpp = factors[(factors["metric"] == "fixed_loss") & (factors["term"] == "log10_tokens_per_param")]
     return row(
         claims["review-size-not-budget"],

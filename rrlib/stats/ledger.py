@@ -37,6 +37,8 @@ design's power against it would be a post hoc power statement: such a row states
 A claim about several comparisons that must all hold ("over both baselines", "at every N") is an intersection-union
 test: its p is the largest of the parts' unadjusted p-values, which needs no further correction, and its effect and
 interval are that same comparison's (``intersection``), so a row's interval and p always come from one comparison.
+A part whose effect runs against the claim decides it first (``binding``): shown significant, it contradicts the
+claim however strong the other parts are; supported needs every part positive and significant.
 A claim that holds if any of several forms does it ("by either recipe") is Holm over the forms, decided by the form
 most in the claim's favour (``union``): supported if any form's effect is positive and significant, contradicted
 only if every form's is negative and significant.
@@ -103,12 +105,20 @@ def beyond_margin_p(effect: float, ci_low: float, ci_high: float, n: int, margin
     return 1 - below if np.isfinite(below) else np.nan
 
 
-def binding(ps) -> int:
+def binding(ps, effects=None) -> int:
     """The position of the part that decides "every part holds": one not tested (p NaN: the claim cannot hold on
-    it), else the one with the largest p."""
+    it); else, given the parts' ``effects`` (signed as the claim), the part least in the claim's favour: a negative
+    effect with the smallest p where any effect is not positive (a part shown against the claim refutes it, however
+    strong the others), else the positive part with the largest p; without ``effects``, the largest p (parts whose
+    p tests the claim's side already, such as a margin test's)."""
     ps = np.asarray(ps, dtype=float)
     untested = np.flatnonzero(np.isnan(ps))
-    return int(untested[0]) if len(untested) else int(np.argmax(ps))
+    if len(untested):
+        return int(untested[0])
+    if effects is None:
+        return int(np.argmax(ps))
+    effects = np.asarray(effects, dtype=float)
+    return int(min(range(len(ps)), key=lambda k: (effects[k] > 0, ps[k] if effects[k] <= 0 else -ps[k])))
 
 
 def union(effects, ps) -> int:
@@ -126,7 +136,7 @@ def union(effects, ps) -> int:
 
 def intersection(effects, lows, highs, ps) -> tuple[float, float, float, float]:
     """(effect, ci_low, ci_high, p) of "every part holds": the binding part's (``binding``), all four its own."""
-    k = binding(ps)
+    k = binding(ps, effects)
     return effects[k], lows[k], highs[k], float(ps[k])
 
 
