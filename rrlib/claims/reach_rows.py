@@ -6,8 +6,9 @@ runs it reads had been looked at; where it fixes something a record leaves open,
 
 - ``trained_row``: Highway's and ReZero's depth claims. Per seed, threshold − final fixed_loss (positive: below the
   unigram level, depth_reach_study's docstring); per depth a one-sample t-test, one-sided on the estimate's side;
-  every depth must pass, so the depth with the largest p decides (an intersection: no correction). A diverged run
-  has no final loss; it is read at its initial loss, ln(vocabulary) (it learned nothing), never dropped.
+  every depth must pass, so the depth least in the claim's favour decides (ledger.binding; no correction); the
+  record's margin is built into the threshold. A diverged run has no final loss; it is read at its initial loss,
+  ln(vocabulary) (it learned nothing), never dropped.
 - ``speed_row``: ReZero's speed, log2(standard's steps / ReZero's) to the target loss, positive when ReZero is
   faster, paired over the design's seeds; ``speed_row`` at ``rezero_lr`` gives the exploratory reading at another
   rate (the seeds that reached the target there).
@@ -119,12 +120,11 @@ def trained_row(claim, study: Study, design: dict, evidence: str, alpha: float =
                       f"the unigram entropy), {int(chosen['seeds'])} seeds a depth, one-sided: " + "; ".join(
                           f"{r.arm} at {r.blocks} blocks {r.below:+.3f} (p {r.p:.2g}"
                           + (f", {r.diverged} diverged" if r.diverged else "") + ")" for r in tested.itertuples())
-               + "; the depth with the largest p decides. Beside it: " + "; ".join(
+               + "; the depth least in the claim's favour decides. Beside it: " + "; ".join(
                    f"{r.arm} at {r.blocks} {r.below:+.3f} ({r.seeds} seeds"
                    + (f", {r.diverged} diverged" if r.diverged else "") + ")" for r in beside.itertuples()),
                ledger.judge("directional", chosen["below"], chosen["p"], alpha=alpha), evidence, chosen["below"],
-               chosen["ci_low"], chosen["ci_high"], chosen["p"], ledger.NO_CORRECTION, detectable=chosen["mde"],
-               margin=claim.margin_value)
+               chosen["ci_low"], chosen["ci_high"], chosen["p"], ledger.NO_CORRECTION, detectable=chosen["mde"])
 
 
 # ---------------------------------------------------------------- ReZero's speed
@@ -244,7 +244,7 @@ def mechanism_row(claim, study: Study, rule: str, design: dict, evidence: str, a
     return row(claim, f"growth over depth of the hidden state's RMS in the trained models (log₂, first block to last), "
                       f"standard's − {rule}'s, seeds {seeds[0]}–{seeds[-1]} paired at each depth: " + "; ".join(
                           f"{r.size} {r.effect:+.3f} (Holm p {r.p_holm:.2g}; trained − init {r.learned:+.3f})"
-                          for r in table.itertuples()) + "; the depth with the largest Holm p decides",
+                          for r in table.itertuples()) + "; the depth least in the claim's favour decides",
                ledger.judge("directional", effect, p, alpha=alpha), evidence, effect, low, high, p,
                claim.correction, detectable=chosen["mde"])
 
