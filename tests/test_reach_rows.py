@@ -181,7 +181,11 @@ def test_the_l_sweep_reads_the_slope_of_its_own_optima(monkeypatch):
     assert row["effect"] == pytest.approx(0.5, abs=0.1) and row["verdict"] == "supported"
     assert row["paper_effect"] == pytest.approx(0.5)
     monkeypatch.setattr(looped_study, "study_runs", lambda root, setting: pd.DataFrame(rows).query("seed < 6"))
-    assert reach_rows.unique_layers_row(CLAIMS["looped-depends-on-l"], "")["verdict"].startswith("untested")
+    assert reach_rows.unique_layers_row(CLAIMS["looped-depends-on-l"], "")["verdict"] == (
+        "untested: the L sweep runs not finished (6 of 7 seeds)")
+    monkeypatch.setattr(looped_study, "study_runs", lambda root, setting: pd.DataFrame(rows).iloc[:0])
+    assert reach_rows.unique_layers_row(CLAIMS["looped-depends-on-l"], "")["verdict"] == (
+        "untested: registered before its runs; its design has not run yet")
 
 
 def test_runs_table_counts_each_studys_hours_and_commits(monkeypatch):

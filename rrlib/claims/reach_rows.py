@@ -299,6 +299,8 @@ def unique_layers_row(claim, evidence: str, alpha: float = 0.05) -> dict:
     (primary) over the seeds with one at every L; the grid optimum beside it."""
     design = looped_study.UNIQUE_LAYERS
     runs = looped_study.study_runs(design.out_root, design.count_setting)
+    if runs.empty:
+        return pending(claim)
     grid = looped_study.design_grid(runs, design)
     seeds = looped_study.complete_seeds(runs, grid, design.seeds).get("scaled", [])
     if len(seeds) < len(design.seeds):
