@@ -527,18 +527,16 @@ rows.append(beyond_reach("mhc-stable-at-scale"))
 
 # %%
 display(tables.reader_table(reach_rows.runs_table(REACH), "07_reach_runs", figures_dir, index=False,
-                            formats={"cpu_hours": "{:.2f}"}))
+                            **reach_rows.VIEWS["runs"]))
 for name in ("highway_depth", "rezero_depth"):
     if reach_rows.design_done(REACH[name], reach_designs[name]):
         display(tables.reader_table(reach_rows.trained_table(REACH[name], reach_designs[name]["seeds"], alpha),
-                                    f"07_{name}", figures_dir, index=False, formats={
-                                        c: "{:+.3f}" for c in ("below", "ci_low", "ci_high")} | {
-                                        "p": "{:.2g}", "mde": "{:.3f}"}))
+                                    f"07_{name}", figures_dir, index=False, **reach_rows.VIEWS["trained"]))
 layerscale_done = reach_rows.design_done(REACH["layerscale_depth"], reach_designs["layerscale_depth"])
 if layerscale_done:
     display(tables.reader_table(reach_rows.layerscale_gaps(REACH["layerscale_depth"],
                                                            reach_designs["layerscale_depth"]["seeds"], alpha),
-                                "07_layerscale_depth", figures_dir, index=False))
+                                "07_layerscale_depth", figures_dir, index=False, **reach_rows.VIEWS["layerscale"]))
 trained_runs = {name: reach_rows.trained_values(REACH[name], reach_designs[name]["seeds"])
                 for name in ("highway_depth", "rezero_depth") if reach_rows.design_done(REACH[name], reach_designs[name])}
 if trained_runs or layerscale_done:
@@ -549,7 +547,7 @@ if reach_rows.design_done(REACH["mechanisms"], reach_designs["mechanisms"]):
     display(tables.reader_table(pd.concat([reach_rows.growth_by_depth(REACH["mechanisms"], rule,
                                                                       reach_designs["mechanisms"]["seeds"], alpha)
                                            for rule in ("attnres", "mgr")]), "07_mechanisms", figures_dir,
-                                index=False))
+                                index=False, **reach_rows.VIEWS["mechanisms"]))
 
 # %% [markdown]
 # ## Recap

@@ -129,6 +129,7 @@ def test_layerscale_gaining_with_depth_is_a_positive_trend(monkeypatch):
     assert row["effect"] == pytest.approx(0.02, abs=0.004) and row["verdict"] == "supported"
     gaps = reach_rows.layerscale_gaps(study, (0, 1, 2, 3))
     assert list(gaps["blocks"]) == [4, 12, 24, 36] and (gaps["p_holm"] >= gaps["p"]).all()
+    assert set(reach_rows.VIEWS["layerscale"]["columns"]) <= set(gaps.columns)
 
 
 def test_a_mechanism_must_hold_at_every_depth_after_holm(monkeypatch):
@@ -154,6 +155,7 @@ def test_a_mechanism_must_hold_at_every_depth_after_holm(monkeypatch):
     table = reach_rows.growth_by_depth(study, "attnres", seeds)
     assert table.set_index("size")["effect"]["depth8"] == pytest.approx(2.0, abs=0.3)
     assert (table["p_holm"] >= table["p"]).all()
+    assert set(reach_rows.VIEWS["mechanisms"]["columns"]) <= set(table.columns)  # page 07's view of it
 
 
 @pytest.mark.parametrize("flat_slope, verdict", [(0.0, "supported"), (0.5, "contradicted")])

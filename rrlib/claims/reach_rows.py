@@ -333,3 +333,26 @@ def runs_table(studies: dict[str, Study]) -> pd.DataFrame:
                      "cpu_hours": float(runs["minutes"].astype(float).sum() / 60),
                      "commits": ", ".join(sorted({str(c)[:7] for c in runs["git_commit"]}))})
     return pd.DataFrame(rows, columns=["study", "runs", "seeds", "diverged", "cpu_hours", "commits"])
+
+
+# ---------------------------------------------------------------- how page 07 shows the studies' tables
+
+_INTERVAL = {"ci_low": "95 % low", "ci_high": "95 % high", "mde": "detectable (80 %)", "n": "seeds"}
+VIEWS = {
+    "runs": {"formats": {"cpu_hours": "{:.2f}"}, "rename": {"cpu_hours": "CPU-hours", "diverged": "diverged runs"}},
+    "trained": {"formats": {c: "{:+.3f}" for c in ("below", "ci_low", "ci_high")} | {"p": "{:.2g}", "mde": "{:.3f}"},
+                "rename": _INTERVAL | {"below": "threshold − final loss (nats)", "p": "one-sided p",
+                                       "diverged": "diverged runs"}},
+    "layerscale": {"columns": ["blocks", "effect", "ci_low", "ci_high", "p", "p_holm", "mde", "n"],
+                   "formats": {c: "{:+.4f}" for c in ("effect", "ci_low", "ci_high")}
+                   | {"p": "{:.2g}", "p_holm": "{:.2g}", "mde": "{:.4f}"},
+                   "rename": _INTERVAL | {"effect": "standard − layerscale (nats)", "p": "paired p",
+                                          "p_holm": "Holm p (4 depths)"}},
+    "mechanisms": {"columns": ["rule", "size", "effect", "ci_low", "ci_high", "p", "p_holm", "mde", "n", "learned",
+                               "learned_p"],
+                   "formats": {c: "{:+.3f}" for c in ("effect", "ci_low", "ci_high", "learned")}
+                   | {"p": "{:.2g}", "p_holm": "{:.2g}", "mde": "{:.3f}", "learned_p": "{:.2g}"},
+                   "rename": _INTERVAL | {"effect": "standard's − the rule's trained growth (log₂)", "p": "paired p",
+                                          "p_holm": "Holm p (3 depths)", "mde": "detectable (80 %, α/3)",
+                                          "learned": "the same, trained − init", "learned_p": "its p"}},
+}
