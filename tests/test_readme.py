@@ -89,3 +89,28 @@ def test_the_powered_looped_block_shows_the_pilot_then_the_design_once_its_table
     assert "| all runs | `scaled` | parabola | 7 | −0.05 [−0.15, +0.05] |" in block
     assert "| 2 | 8 | +0.0300 [+0.0100, +0.0500] | 0.01 | 0.01 |" in block
     assert "\n| 1 |" not in block  # N = 1 is the same model under both rules
+
+
+def test_the_reach_block_lists_every_study_and_waits_with_its_words(tmp_path):
+    """Every reach study is a line, with no runs where it has none; each claim it answers, and an exploratory reading
+    that follows one, is a line with its effect, or with what it waits for."""
+    from rrlib.studies import depth_reach_study, looped_reach_study
+
+    pd.DataFrame([{"study": "rezero_speed", "runs": 32, "seeds": 4, "diverged": 1, "cpu_hours": 0.376,
+                   "commits": "839720f"}]).to_csv(tmp_path / "07_reach_runs.csv", index=False)
+    base = {"effect": -2.27, "ci_low": -2.52, "ci_high": -2.03, "status": "registered", "follows": None}
+    pd.DataFrame([base | {"id": "rezero-converges-faster-as-run", "verdict": "contradicted"},
+                  base | {"id": "rezero-converges-faster-8e-3", "verdict": "contradicted", "status": "exploratory",
+                          "follows": "rezero-converges-faster-as-run"},
+                  base | {"id": "rezero-120-layers", "verdict": "untested: rezero_depth runs not finished (3 of 4 seeds)",
+                          "effect": None},
+                  base | {"id": "review-gain-1b", "verdict": "supported"}]).to_csv(tmp_path / "07_claims.csv",
+                                                                                   index=False)
+    block = readme.reach(tmp_path)
+    for name in {**depth_reach_study.STUDIES, **looped_reach_study.STUDIES}:
+        assert f"| `{name}` |" in block
+    assert "| `rezero_speed` | rezero-converges-faster-as-run | 32 | 4 | 1 | 0.38 | 839720f |" in block
+    assert "| `highway_depth` | highway-hundreds-of-layers | 0 | – | – | – | – |" in block
+    assert "| rezero-converges-faster-8e-3 | **contradicted** (exploratory) | −2.270 [−2.520, −2.030] |" in block
+    assert "| rezero-120-layers | **untested** | rezero_depth runs not finished (3 of 4 seeds) |" in block
+    assert "review-gain-1b" not in block

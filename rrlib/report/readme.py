@@ -255,11 +255,39 @@ def abstract(tables: Path) -> str:
     return "\n".join(paragraph + "\n" for paragraph in index_abstract(tables))
 
 
+def reach(tables: Path) -> str:
+    """Page 07's reach studies: per study the claims it answers, its ended runs, diverged runs, CPU-hours and
+    commits; then each of those claims' verdict and effect (an exploratory reading marked so)."""
+    from ..studies import depth_reach_study, looped_reach_study
+
+    studies = {**depth_reach_study.STUDIES, **looped_reach_study.STUDIES}
+    runs = _read(tables, "07_reach_runs").set_index("study")
+    def ran(name):
+        if name not in runs.index:
+            return ["0", "–", "–", "–", "–"]
+        r = runs.loc[name]
+        return [r["runs"], r["seeds"], r["diverged"], f"{r['cpu_hours']:.2f}", r["commits"]]
+    rows = [[f"`{name}`", ", ".join(study.records)] + ran(name) for name, study in studies.items()]
+    claims = _read(tables, "07_claims")
+    answered = {cid for study in studies.values() for cid in study.records}
+    mine = claims[claims["id"].isin(answered) | claims["follows"].isin(answered)]
+
+    def effect(r):
+        waiting = r["verdict"].partition(": ")[2]
+        return waiting or _signed(r["effect"], 3) + ("" if pd.isna(r["ci_low"]) else
+                                                     " " + _interval(r["ci_low"], r["ci_high"], 3))
+    verdicts = [[r["id"], f"**{r['verdict'].split(':')[0]}**" + (" (exploratory)" if r["status"] == "exploratory"
+                                                                  else ""), effect(r)] for _, r in mine.iterrows()]
+    return (_markdown(["study", "claims it answers", "runs ended", "seeds", "diverged", "CPU-hours", "commits"], rows)
+            + "\n" + _markdown(["claim", "verdict", "effect [95 %], or what it waits for"], verdicts))
+
+
 # the documents that hold generated blocks, relative to the project root; each block lives in one of them
 DOCUMENTS = ("README.md", "docs/results.md")
 BUILDERS = {"abstract": abstract, "depth": depth, "looped": looped, "looped_power": looped_power,
             "cpu_scale": cpu_scale, "recipe": recipe, "size_tokens": size_tokens, "family": family,
-            "family_mini": family_mini, "paper_tests": paper_tests, "claims": claims, "powered": powered}
+            "family_mini": family_mini, "paper_tests": paper_tests, "claims": claims, "powered": powered,
+            "reach": reach}
 
 
 def render(text: str, tables: Path) -> str:
