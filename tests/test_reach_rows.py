@@ -65,7 +65,7 @@ def test_every_depth_must_train_and_the_worst_decides(monkeypatch, threshold):
     # the deep model stays at the unigram level on every seed: the claim fails there
     stuck = judge_depth(monkeypatch, depth_runs(
         lambda arm, size, seed: (3.08 if size == "reach64" else 2.0) + wobble[seed]))
-    assert stuck["verdict"] == "contradicted" and "64 blocks" in stuck["test"]
+    assert stuck["verdict"] == "contradicted" and "64 blocks" in stuck["test"] and stuck["p"] > 0.99
     assert stuck["effect"] == pytest.approx(-0.08 - np.mean(list(wobble.values())))
 
 
@@ -76,6 +76,10 @@ def test_a_diverged_run_counts_as_its_initial_loss(monkeypatch, threshold):
     expected = np.mean([1.0 - s / 100 for s in (0, 1, 2)] + [3.0 - math.log(vocab)])
     assert row["effect"] == pytest.approx(expected) and "1 diverged" in row["test"]
     assert row["verdict"] == "inconclusive"  # three trained seeds and one that learned nothing
+    table = reach_rows.trained_table(depth_study(), (0, 1, 2, 3)).query("arm == 'rezero'").set_index("size")
+    assert table.loc["reach64", "p"] + table.loc["reach64", "p_against"] == pytest.approx(1)
+    assert table.loc["reach64", "p"] > table.loc["reach24", "p"]  # the deciding depth: least shown to train
+    assert row["p"] == table.loc["reach64", "p"]  # the registered test's p: that the loss ends below the threshold
 
 
 def test_an_unfinished_design_is_untested_with_its_count(monkeypatch, threshold):
@@ -111,6 +115,12 @@ def test_rezero_faster_is_a_positive_log_ratio(monkeypatch):
                                {"arms": (rezero, standard), "seeds": study.pilot_seeds}, "")
     assert row["effect"] == pytest.approx(np.mean(np.log2(list(times.values())))) and row["verdict"] == "supported"
     assert row["paper_effect"] == pytest.approx(0.642)
+    monkeypatch.setattr(depth, "eval_curve", lambda st, arm, seed: curve(st, arm, seed) if seed else pd.DataFrame(
+        {"step": [0.0, 300.0], "fixed_loss": [5.5, 2.6]}))  # seed 0 never reaches 2.5
+    never = reach_rows.speed_row(CLAIMS["rezero-converges-faster-as-run"], study,
+                                 {"arms": (rezero, standard), "seeds": study.pilot_seeds}, "")
+    assert never["verdict"].startswith("untested: 1 of the design's seeds have no step ratio")
+    monkeypatch.setattr(depth, "eval_curve", curve)
     slow = reach_rows.speed_row(CLAIMS["rezero-converges-faster-as-run"], study,
                                 {"arms": (rezero, standard), "seeds": study.pilot_seeds}, "", rezero_lr=0.008)
     assert "lr 0.008" in slow["test"] and "3 seeds paired" in slow["test"] and "; 1 seed left out" in slow["test"]

@@ -5,7 +5,8 @@ modules hold the designs, this module how a finished design is read. Every readi
 runs it reads had been looked at; where it fixes something a record leaves open, the function says so.
 
 - ``trained_row``: Highway's and ReZero's depth claims. Per seed, threshold − final fixed_loss (positive: below the
-  unigram level, depth_reach_study's docstring); per depth a one-sample t-test, one-sided on the estimate's side;
+  unigram level, depth_reach_study's docstring); per depth the registered one-sided one-sample t-test that it is
+  above 0 (its p is the row's; a depth shown below 0 by the opposite one-sided test contradicts the claim);
   every depth must pass, so the depth least in the claim's favour decides (ledger.binding; no correction); the
   record's margin is built into the threshold. A diverged run has no final loss; it is read at its initial loss,
   ln(vocabulary) (it learned nothing), never dropped.
@@ -68,12 +69,13 @@ def design_done(study: Study, design: dict) -> bool:
 
 
 def _one_sided(values, alpha: float) -> dict:
-    """A one-sample t-test of ``values`` against 0, its p one-sided on the estimate's side (so that the rule reads a
-    significant positive mean as supported and a significant negative one as contradicted), the two-sided
-    interval at 1 − alpha, and the mean the one-sided test detects at 80 % power."""
+    """The registered one-sided one-sample t-test that the mean of ``values`` is above 0 (``p``), the opposite
+    one-sided p (``p_against``: the mean shown below 0), the two-sided interval at 1 − alpha, and the mean the
+    one-sided test detects at 80 % power."""
     test = ledger.paired(values, alpha)
     sd = float(np.std(values, ddof=1)) if len(values) > 1 else np.nan
-    return {**test, "p": test["p"] / 2, "mde": detectable_gap(sd, len(values), 2 * alpha)}
+    above = test["p"] / 2 if test["effect"] > 0 else 1 - test["p"] / 2
+    return {**test, "p": above, "p_against": 1 - above, "mde": detectable_gap(sd, len(values), 2 * alpha)}
 
 
 # ---------------------------------------------------------------- Highway and ReZero: do the deep models train?
@@ -102,8 +104,17 @@ def trained_table(study: Study, seeds, alpha: float = 0.05) -> pd.DataFrame:
         rows.append({"arm": arm, "size": size, "blocks": int(part["blocks"].iloc[0]), "seeds": len(part),
                      "diverged": int((part["status"] == "diverged").sum()), "below": test["effect"],
                      "ci_low": test["ci_low"], "ci_high": test["ci_high"],
-                     "p": test["p"] if tested else np.nan, "mde": test["mde"] if tested else np.nan})
+                     "p": test["p"] if tested else np.nan, "p_against": test["p_against"] if tested else np.nan,
+                     "mde": test["mde"] if tested else np.nan})
     return pd.DataFrame(rows)
+
+
+def trained_verdict(depth_row, alpha: float = 0.05) -> str:
+    """The rule on the registered one-sided test at the deciding depth: supported where it shows the loss below the
+    threshold; contradicted only where the opposite one-sided test shows it above (the rule's other branch, at the
+    same α); else inconclusive."""
+    side = depth_row["p"] if depth_row["below"] > 0 else depth_row["p_against"]
+    return ledger.judge("directional", depth_row["below"], side, alpha=alpha)
 
 
 def trained_row(claim, study: Study, design: dict, evidence: str, alpha: float = 0.05) -> dict:
@@ -113,17 +124,17 @@ def trained_row(claim, study: Study, design: dict, evidence: str, alpha: float =
     seeds = design["seeds"]
     table = trained_table(study, seeds, alpha)
     tested = table[table["p"].notna()].reset_index(drop=True)
-    k = ledger.binding(tested["p"], tested["below"])
-    chosen = tested.iloc[k]
+    chosen = tested.iloc[ledger.binding(tested["p"])]  # p tests the claim's side: the largest is least in its favour
     beside = table[table["p"].isna()]
     return row(claim, f"threshold − final fixed_loss (nats; the threshold {depth.trained_threshold():.3f}, 0.05 below "
-                      f"the unigram entropy), {int(chosen['seeds'])} seeds a depth, one-sided: " + "; ".join(
+                      f"the unigram entropy), {int(chosen['seeds'])} seeds a depth, one-sided p that it ends below: "
+               + "; ".join(
                           f"{r.arm} at {r.blocks} blocks {r.below:+.3f} (p {r.p:.2g}"
                           + (f", {r.diverged} diverged" if r.diverged else "") + ")" for r in tested.itertuples())
                + "; the depth least in the claim's favour decides. Beside it: " + "; ".join(
                    f"{r.arm} at {r.blocks} {r.below:+.3f} ({r.seeds} seeds"
                    + (f", {r.diverged} diverged" if r.diverged else "") + ")" for r in beside.itertuples()),
-               ledger.judge("directional", chosen["below"], chosen["p"], alpha=alpha), evidence, chosen["below"],
+               trained_verdict(chosen, alpha), evidence, chosen["below"],
                chosen["ci_low"], chosen["ci_high"], chosen["p"], ledger.NO_CORRECTION, detectable=chosen["mde"])
 
 
@@ -132,14 +143,14 @@ def trained_row(claim, study: Study, design: dict, evidence: str, alpha: float =
 
 def speed_values(study: Study, seeds, rezero_lr: float | None = None) -> tuple[pd.Series, dict]:
     """Per seed: log2(standard's steps / ReZero's) to the design's target loss (positive: ReZero faster), at the
-    design's best rates, or with ReZero at ``rezero_lr`` (a seed whose run there diverged or never reached the
+    design's best rates, or with ReZero at ``rezero_lr`` (a seed where either run diverged or never reached the
     target is left out, and counted)."""
     reading = depth.speed_reading(study, study.pilot_seeds)
     rezero, standard = reading["arms"]
     if rezero_lr is not None:
         rezero = next(a for a in study.arms if a.variant == "rezero" and a.lr == rezero_lr)
-    ended = finished(study, [rezero], seeds)
-    ran = set(ended.loc[ended["status"] == "finished", "seed"])
+    ended = finished(study, [rezero, standard], seeds)
+    ran = {s for s, part in ended.groupby("seed") if len(part) == 2 and (part["status"] == "finished").all()}
     ratios = {s: math.log2(depth.steps_to(depth.eval_curve(study, standard, s), reading["target_loss"])
                            / depth.steps_to(depth.eval_curve(study, rezero, s), reading["target_loss"]))
               for s in seeds if s in ran}
@@ -156,6 +167,10 @@ def speed_row(claim, study: Study, design: dict, evidence: str, rezero_lr: float
         return waiting
     seeds = design["seeds"]
     values, how = speed_values(study, seeds, rezero_lr)
+    if how["left_out"] and rezero_lr is None:  # the design's rates and target make this impossible; never drop quietly
+        return row(claim, "", ledger.untested(f"{how['left_out']} of the design's seeds have no step ratio (a run "
+                                              "diverged or never reached the target), which the registered metric "
+                                              "leaves undefined"), evidence)
     test = ledger.paired(values.to_numpy(), alpha)
     left = (f"; {how['left_out']} seed{'s' if how['left_out'] > 1 else ''} left out (diverged or never at the "
             "target)") if how["left_out"] else ""
@@ -195,8 +210,10 @@ def layerscale_row(claim, study: Study, design: dict, evidence: str, alpha: floa
     slopes = -depth.layerscale_slopes(study, seeds)
     test = ledger.paired(slopes[np.isfinite(slopes)], alpha)
     gaps = layerscale_gaps(study, seeds, alpha)
+    left = len(slopes) - test["n"]  # a seed with a diverged run has no gap at that depth, so no slope
     return row(claim, f"−slope of (layerscale − standard) fixed_loss on log₂(blocks), nats per doubling, {test['n']} "
-                      "seeds; the gaps standard − layerscale beside it (Holm over the depths): " + "; ".join(
+                      + (f"seeds ({left} left out: a run diverged, so the seed has no slope)" if left else "seeds")
+                      + "; the gaps standard − layerscale beside it (Holm over the depths): " + "; ".join(
                           f"{r.blocks} blocks {r.effect:+.4f} (Holm p {r.p_holm:.2g})" for r in gaps.itertuples()),
                ledger.judge("directional", test["effect"], test["p"], alpha=alpha), evidence, test["effect"],
                test["ci_low"], test["ci_high"], test["p"], claim.correction, detectable=test["mde"])
@@ -340,9 +357,10 @@ def runs_table(studies: dict[str, Study]) -> pd.DataFrame:
 _INTERVAL = {"ci_low": "95 % low", "ci_high": "95 % high", "mde": "detectable (80 %)", "n": "seeds"}
 VIEWS = {
     "runs": {"formats": {"cpu_hours": "{:.2f}"}, "rename": {"cpu_hours": "CPU-hours", "diverged": "diverged runs"}},
-    "trained": {"formats": {c: "{:+.3f}" for c in ("below", "ci_low", "ci_high")} | {"p": "{:.2g}", "mde": "{:.3f}"},
-                "rename": _INTERVAL | {"below": "threshold − final loss (nats)", "p": "one-sided p",
-                                       "diverged": "diverged runs"}},
+    "trained": {"formats": {c: "{:+.3f}" for c in ("below", "ci_low", "ci_high")}
+                | {"p": "{:.2g}", "p_against": "{:.2g}", "mde": "{:.3f}"},
+                "rename": _INTERVAL | {"below": "threshold − final loss (nats)", "p": "p that it ends below",
+                                       "p_against": "p that it ends above", "diverged": "diverged runs"}},
     "layerscale": {"columns": ["blocks", "effect", "ci_low", "ci_high", "p", "p_holm", "mde", "n"],
                    "formats": {c: "{:+.4f}" for c in ("effect", "ci_low", "ci_high")}
                    | {"p": "{:.2g}", "p_holm": "{:.2g}", "mde": "{:.4f}"},

@@ -9,8 +9,8 @@ with its metric, test and margin); ``design`` sizes its seeds (rrlib.studies.siz
 bound, 80 % power, α over its Holm family). Run them with ``scripts/depth_reach.sh``.
 
 The trained-or-not threshold (Highway, ReZero depth). A model that has learned only how often each byte occurs sits
-at the training tokens' unigram entropy (3.08 nats on this sample; every convex run of the depth ablation beyond 16
-blocks stalled there) and one that has learned nothing at ln 257 = 5.55 nats, the loss of the initial model. A run
+at the training tokens' unigram entropy (3.06 nats on the training part of this sample; every convex run of the
+depth ablation beyond 16 blocks stalled there) and one that has learned nothing at ln 257 = 5.55 nats, the loss of the initial model. A run
 *trains* when its fixed held-out loss falls below the unigram entropy by 0.05 nats (the looped study's stall rule):
 below its initial loss by 2.5 nats or more. The margin is that distance, not a fraction of a nat, because falling
 to the unigram level is what a model that cannot use its depth still does.
