@@ -151,9 +151,7 @@ def speed_values(study: Study, seeds, rezero_lr: float | None = None) -> tuple[p
         rezero = next(a for a in study.arms if a.variant == "rezero" and a.lr == rezero_lr)
     ended = finished(study, [rezero, standard], seeds)
     ran = {s for s, part in ended.groupby("seed") if len(part) == 2 and (part["status"] == "finished").all()}
-    ratios = {s: math.log2(depth.steps_to(depth.eval_curve(study, standard, s), reading["target_loss"])
-                           / depth.steps_to(depth.eval_curve(study, rezero, s), reading["target_loss"]))
-              for s in seeds if s in ran}
+    ratios = {s: depth.speedup(study, rezero, standard, reading["target_loss"], s) for s in seeds if s in ran}
     values = pd.Series(ratios, dtype=float).dropna()
     return values, {"rezero": rezero, "standard": standard, "target": reading["target_loss"],
                     "left_out": len(seeds) - len(values)}

@@ -163,9 +163,16 @@ def eval_curve(study: Study, arm: Arm, seed: int) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["step", "fixed_loss"])
 
 
+def speedup(study: Study, rezero: Arm, standard: Arm, target: float, seed: int) -> float:
+    """log2(standard's steps / ReZero's) to ``target`` at ``seed``: positive when ReZero gets there first (NaN where
+    either never does)."""
+    return math.log2(steps_to(eval_curve(study, standard, seed), target) / steps_to(eval_curve(study, rezero, seed),
+                                                                                   target))
+
+
 def speed_reading(study: Study, seeds) -> dict:
-    """ReZero's speed design from its pilot: each rule's best rate, the target loss, and per seed the log2 step
-    ratio at it."""
+    """ReZero's speed design from its pilot: each rule's best rate, the target loss, and per seed the speedup at it
+    (``speedup``; the design reads only their spread)."""
     runs = finished(study, seeds=study.pilot_seeds)
     loss = runs["fixed_loss"].astype(float).where(runs["status"] == "finished", np.inf)  # a rate that diverged loses
     best = {}
@@ -174,9 +181,8 @@ def speed_reading(study: Study, seeds) -> dict:
         best[rule] = next(a for a in study.arms if a.name == means.idxmin())
     chosen = runs[runs["arm"].isin([a.name for a in best.values()])]
     target = float(chosen["fixed_loss"].max() + SPEED_SLACK)
-    ratios = [math.log2(steps_to(eval_curve(study, best["rezero"], s), target)
-                        / steps_to(eval_curve(study, best["standard"], s), target)) for s in seeds]
-    return {"arms": (best["rezero"], best["standard"]), "target_loss": target, "log2_ratios": np.array(ratios)}
+    speedups = [speedup(study, best["rezero"], best["standard"], target, s) for s in seeds]
+    return {"arms": (best["rezero"], best["standard"]), "target_loss": target, "speedups": np.array(speedups)}
 
 
 def layerscale_slopes(study: Study, seeds) -> np.ndarray:
@@ -206,7 +212,7 @@ def design(study: Study) -> dict:
     else:
         if study.estimate == "speed":
             reading = speed_reading(study, study.pilot_seeds)
-            values, arms = reading["log2_ratios"], reading["arms"]
+            values, arms = reading["speedups"], reading["arms"]
             spread = (f"the pilot: rezero at lr {arms[0].lr:g}, standard at lr {arms[1].lr:g}, target loss "
                       f"{reading['target_loss']:.4f}")
         else:
