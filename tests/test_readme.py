@@ -114,3 +114,19 @@ def test_the_reach_block_lists_every_study_and_waits_with_its_words(tmp_path):
     assert "| rezero-converges-faster-8e-3 | **contradicted** (exploratory) | −2.270 [−2.520, −2.030] |" in block
     assert "| rezero-120-layers | **untested** | rezero_depth runs not finished (3 of 4 seeds) |" in block
     assert "review-gain-1b" not in block
+
+
+def test_the_leaderboard_block_judges_only_judged_rules_and_says_where_the_rest_stand(tmp_path):
+    common = {"paper": "p", "ci_low": 0.001, "ci_high": 0.003, "p_holm": 0.012, "detectable": 0.004,
+              "step_per_flop_vs_standard": 1.08}
+    pd.DataFrame([common | {"rule": "standard", "stage": "baseline", "gap": 0.0, "verdict": "baseline",
+                            "stands_at": "47 seeds"},
+                  common | {"rule": "good", "stage": "judged", "gap": 0.002, "verdict": "better",
+                            "stands_at": "47 seeds, Holm over 2"},
+                  common | {"rule": "later", "stage": "in progress", "gap": None, "verdict": None,
+                            "stands_at": "10 of 47 seeds; 37 runs, 1.6 CPU-h to go"}]).to_csv(
+        tmp_path / "08_leaderboard.csv", index=False)
+    block = readme.leaderboard(tmp_path)
+    assert "`standard`" not in block
+    assert "| `good` | p | 47 seeds, Holm over 2 | +0.0020 [+0.0010, +0.0030] | 0.012 | 0.0040 | **better** | 1.08 |" in block
+    assert "| `later` | p | 10 of 47 seeds; 37 runs, 1.6 CPU-h to go | – | – | – | – | 1.08 |" in block

@@ -282,12 +282,28 @@ def reach(tables: Path) -> str:
             + "\n" + _markdown(["claim", "verdict", "effect [95 %], or what it waits for"], verdicts))
 
 
+def leaderboard(tables: Path) -> str:
+    """Page 08's leaderboard: each rule against standard at its seeds, in the page's order (by the paired gap),
+    with its verdict where it is judged and where it stands otherwise."""
+    board = _read(tables, "08_leaderboard")
+
+    def judged(r, column):
+        return "–" if r["stage"] != "judged" else column(r)
+    rows = [[f"`{r['rule']}`", r["paper"], r["stands_at"],
+             judged(r, lambda r: f"{_signed(r['gap'])} {_interval(r['ci_low'], r['ci_high'])}"),
+             judged(r, lambda r: _p(r["p_holm"])), judged(r, lambda r: f"{r['detectable']:.4f}"),
+             judged(r, lambda r: f"**{r['verdict']}**"), f"{r['step_per_flop_vs_standard']:.2f}"]
+            for _, r in board.iterrows() if r["stage"] != "baseline"]
+    return _markdown(["rule", "paper", "stands at", "gap vs standard [95 %] (nats)", "Holm p", "detectable (80 %)",
+                      "verdict", "step time per FLOP vs standard"], rows)
+
+
 # the documents that hold generated blocks, relative to the project root; each block lives in one of them
 DOCUMENTS = ("README.md", "docs/results.md")
 BUILDERS = {"abstract": abstract, "depth": depth, "looped": looped, "looped_power": looped_power,
             "cpu_scale": cpu_scale, "recipe": recipe, "size_tokens": size_tokens, "family": family,
             "family_mini": family_mini, "paper_tests": paper_tests, "claims": claims, "powered": powered,
-            "reach": reach}
+            "reach": reach, "leaderboard": leaderboard}
 
 
 def render(text: str, tables: Path) -> str:
