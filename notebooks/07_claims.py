@@ -544,10 +544,12 @@ if trained_runs or layerscale_done:
         REACH["layerscale_depth"], reach_designs["layerscale_depth"]["seeds"]) if layerscale_done else None),
         "07_depth_reach", figures_dir)
 if reach_rows.design_done(REACH["mechanisms"], reach_designs["mechanisms"]):
-    display(tables.reader_table(pd.concat([reach_rows.growth_by_depth(REACH["mechanisms"], rule,
-                                                                      reach_designs["mechanisms"]["seeds"], alpha)
-                                           for rule in ("attnres", "mgr")]), "07_mechanisms", figures_dir,
-                                index=False, **reach_rows.VIEWS["mechanisms"]))
+    growth_confirm = pd.concat([reach_rows.growth_by_depth(REACH["mechanisms"], rule,
+                                                           reach_designs["mechanisms"]["seeds"], alpha)
+                                for rule in ("attnres", "mgr")])
+    if growth_confirm["n"].min() == len(reach_designs["mechanisms"]["seeds"]):  # every run probed
+        display(tables.reader_table(growth_confirm, "07_mechanisms", figures_dir, index=False,
+                                    **reach_rows.VIEWS["mechanisms"]))
 
 # %% [markdown]
 # ## Recap
