@@ -164,6 +164,12 @@ def test_a_mechanism_must_hold_at_every_depth_after_holm(monkeypatch):
     assert row["verdict"] == "inconclusive" and abs(row["effect"]) < 0.3  # 24 blocks decides
     table = reach_rows.growth_by_depth(study, "attnres", seeds)
     assert table.set_index("size")["effect"]["depth8"] == pytest.approx(2.0, abs=0.3)
+    monkeypatch.setattr(reach_rows, "read_probes", lambda root, size, variants, seeds_: pd.DataFrame(
+        columns=["variant", "seed", "state", "sublayer", "index"]))  # what read_probes returns where none is found
+    unprobed = reach_rows.mechanism_row(CLAIMS["attnres-growth-confirm"], study, "attnres",
+                                        {"arms": study.arms, "seeds": seeds}, "")  # every run ended, none probed yet
+    assert unprobed["verdict"] == "untested: the attnres and standard mech_test probe runs not finished (0 of 6 seeds)"
+    monkeypatch.setattr(reach_rows, "read_probes", read)
     assert (table["p_holm"] >= table["p"]).all()
     assert set(reach_rows.VIEWS["mechanisms"]["columns"]) <= set(table.columns)  # page 07's view of it
 

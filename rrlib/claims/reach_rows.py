@@ -232,7 +232,8 @@ def growth_by_depth(study: Study, rule: str, seeds, alpha: float = 0.05) -> pd.D
             scales = read_probes(study.arm_root(arms[name]), size, [arms[name].variant], seeds)
             growth[name] = pd.Series({key: probes.depth_growth(part, "read_rms")
                                       for key, part in scales.groupby(["seed", "state"])}, dtype=float)
-        diff = (growth["standard"] - growth[rule]).dropna().unstack()
+        diff = (growth["standard"] - growth[rule]).dropna()
+        diff = diff.unstack() if len(diff) else pd.DataFrame()  # no probe yet: no seed to pair
         trained = diff.get("trained", pd.Series(dtype=float)).dropna()
         learned = (diff["trained"] - diff["init"]).dropna() if {"trained", "init"} <= set(diff) else trained[:0]
         test = ledger.paired(trained.to_numpy(), alpha)
