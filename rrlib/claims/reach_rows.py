@@ -16,7 +16,7 @@ runs it reads had been looked at; where it fixes something a record leaves open,
 - ``layerscale_row``: minus the per-seed slope of (layerscale − standard) on log2(blocks), positive when
   LayerScale's gain grows with depth; the per-depth gaps (Holm over the depths) in its table.
 - ``mechanism_row``: standard's trained growth over depth − the rule's, paired by seed, Holm over the depths; the
-  depth with the largest adjusted p decides (every depth must hold); trained − init beside it.
+  depth least in the claim's favour decides (every depth must hold); trained − init beside it.
 - ``loop_norm_row``: 1/√N's stream grows with N (t-test of its slopes) and 1/N's does not (TOST at the margin),
   Holm over the two; supported where both parts are, contradicted where either is.
 - ``unique_layers_row``: minus the slope of log2(optimal lr) on log2(L) under 1/N at N = 2, positive when the
@@ -184,11 +184,9 @@ def speed_row(claim, study: Study, design: dict, evidence: str, rezero_lr: float
 
 
 def layerscale_seed_gaps(study: Study, seeds) -> pd.DataFrame:
-    """Per seed and depth: standard − layerscale fixed_loss (positive: LayerScale better), with the blocks."""
-    runs = finished(study, seeds=seeds)
-    loss = runs.pivot_table(index=["size", "seed"], columns="arm", values="fixed_loss")
-    gaps = (loss["standard"] - loss["layerscale"]).rename("gap").dropna().reset_index()
-    return gaps.assign(blocks=[depth.resolve_run(size, "standard", 0).model.n_layers for size in gaps["size"]])
+    """Per seed and depth, the gap standard − layerscale (depth_reach_study.layerscale_gaps) where both runs
+    finished."""
+    return depth.layerscale_gaps(study, seeds).dropna(subset=["gap"]).reset_index(drop=True)
 
 
 def layerscale_gaps(study: Study, seeds, alpha: float = 0.05) -> pd.DataFrame:

@@ -151,17 +151,22 @@ def family_mini(tables: Path) -> str:
     return _family(tables, "family_mini")
 
 
+def _claim_effect(r) -> str:
+    """A ledger row's effect with its interval where it has one (three decimals)."""
+    if pd.isna(r["effect"]):
+        return "–"
+    return _signed(r["effect"], 3) + ("" if pd.isna(r["ci_low"]) else " " + _interval(r["ci_low"], r["ci_high"], 3))
+
+
+def _claim_verdict(r, exploratory: bool) -> str:
+    """A ledger row's verdict word, without its reason, marked where the row is an exploratory reading."""
+    return f"**{r['verdict'].split(':')[0]}**" + (" (exploratory)" if exploratory else "")
+
+
 def claims(tables: Path) -> str:
     """Page 07's ledger: the verdicts counted by kind, then one line per claim, its verdict, and its effect with the
     interval where it has one."""
     df = _read(tables, "07_claims")
-
-    def effect(r):
-        if pd.isna(r["effect"]):
-            return "–"
-        interval = "" if pd.isna(r["ci_low"]) else " " + _interval(r["ci_low"], r["ci_high"], 3)
-        return _signed(r["effect"], 3) + interval
-
     later = df["status"] == "exploratory" if "status" in df else pd.Series(False, index=df.index)
     kinds: dict[str, int] = {}  # the registered claims' verdicts by kind (the words before a colon), in order
     for verdict in df.loc[~later, "verdict"]:
@@ -170,12 +175,9 @@ def claims(tables: Path) -> str:
               + (f"; {later.sum()} exploratory readings beside the claims they follow" if later.any() else "")
               + ".\n\n")
 
-    def word(r, exploratory):
-        return f"**{r['verdict'].split(':')[0]}**" + (" (exploratory)" if exploratory else "")
-
     return counts + _markdown(["paper", "claim", "verdict", "effect [95 %]",
                                "could the CPU answer it? (detectable gap, 80 % power)"],
-                              [[r["paper"], r["claim"], word(r, x), effect(r), ledger.could_see(r)]
+                              [[r["paper"], r["claim"], _claim_verdict(r, x), _claim_effect(r), ledger.could_see(r)]
                                for (_, r), x in zip(df.iterrows(), later)])
 
 
@@ -271,13 +273,8 @@ def reach(tables: Path) -> str:
     claims = _read(tables, "07_claims")
     answered = {cid for study in studies.values() for cid in study.records}
     mine = claims[claims["id"].isin(answered) | claims["follows"].isin(answered)]
-
-    def effect(r):
-        waiting = r["verdict"].partition(": ")[2]
-        return waiting or _signed(r["effect"], 3) + ("" if pd.isna(r["ci_low"]) else
-                                                     " " + _interval(r["ci_low"], r["ci_high"], 3))
-    verdicts = [[r["id"], f"**{r['verdict'].split(':')[0]}**" + (" (exploratory)" if r["status"] == "exploratory"
-                                                                  else ""), effect(r)] for _, r in mine.iterrows()]
+    verdicts = [[r["id"], _claim_verdict(r, r["status"] == "exploratory"),
+                 r["verdict"].partition(": ")[2] or _claim_effect(r)] for _, r in mine.iterrows()]
     return (_markdown(["study", "claims it answers", "runs ended", "seeds", "diverged", "CPU-hours", "commits"], rows)
             + "\n" + _markdown(["claim", "verdict", "effect [95 %], or what it waits for"], verdicts))
 

@@ -37,6 +37,7 @@ Choices where the papers are not this harness:
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import sys
@@ -108,6 +109,7 @@ STUDIES = {s.name: s for s in (REZERO_SPEED, LAYERSCALE, REZERO_DEPTH, HIGHWAY, 
 # ---------------------------------------------------------------- the spread each design is sized from
 
 
+@functools.cache  # the page reads it for every depth study and row: the sample is tokenised once
 def trained_threshold() -> float:
     """The loss a run must end below to count as trained: the training tokens' unigram entropy less STALL_NATS (the
     module docstring). Every preset these studies train reads the same sample, so one preset's tokens give it."""
@@ -185,14 +187,19 @@ def speed_reading(study: Study, seeds) -> dict:
     return {"arms": (best["rezero"], best["standard"]), "target_loss": target, "speedups": np.array(speedups)}
 
 
-def layerscale_slopes(study: Study, seeds) -> np.ndarray:
-    """Per seed, the slope of the gap on log2(blocks); NaN for a seed with a diverged run (no loss to compare)."""
+def layerscale_gaps(study: Study, seeds) -> pd.DataFrame:
+    """Per seed and depth: standard − layerscale fixed_loss (positive: LayerScale better), with the blocks; NaN where
+    a run diverged (no loss to compare)."""
     runs = finished(study, seeds=seeds)
-    gap = runs.pivot_table(index=["seed", "size"], columns="arm", values="fixed_loss")
-    gap = (gap["layerscale"] - gap["standard"]).rename("gap").reset_index()
-    gap["blocks"] = [resolve_run(size, "standard", 0).model.n_layers for size in gap["size"]]
-    return np.array([np.polyfit(np.log2(part["blocks"]), part["gap"], 1)[0] if part["gap"].notna().all() else np.nan
-                     for _, part in gap.groupby("seed")])
+    loss = runs.pivot_table(index=["seed", "size"], columns="arm", values="fixed_loss")
+    gaps = (loss["standard"] - loss["layerscale"]).rename("gap").reset_index()
+    return gaps.assign(blocks=[resolve_run(size, "standard", 0).model.n_layers for size in gaps["size"]])
+
+
+def layerscale_slopes(study: Study, seeds) -> np.ndarray:
+    """Per seed, the slope of (layerscale − standard) on log2(blocks); NaN for a seed with a diverged run."""
+    return np.array([np.polyfit(np.log2(part["blocks"]), -part["gap"], 1)[0] if part["gap"].notna().all() else np.nan
+                     for _, part in layerscale_gaps(study, seeds).groupby("seed")])
 
 
 def design(study: Study) -> dict:
