@@ -235,3 +235,23 @@ def test_every_study_answers_records_that_name_it():
     named = {c.id for c in claims.values() if c.status == "registered" and any(
         f"study {name} " in c.design + " " or f"study {name}," in c.design for name in studies)}
     assert named == {cid for study in studies.values() for cid in study.records}
+
+
+def test_a_size_holding_only_a_stopped_run_has_no_ended_run(tmp_path, monkeypatch):
+    """A sitting killed mid-run leaves a size folder with the run's log and checkpoint and no result: the study
+    resumes past it (results_table's empty table had no status column, so ``finished`` failed and the study could
+    not restart)."""
+    import shutil
+    from rrlib.studies.study_plan import Arm, Study, finished
+    study = Study(name="s", estimate="", records=(), target=1.0, target_why="", sizes=("depth8", "depth16"),
+                  arms=(Arm("standard", "standard"),), steps=300)
+    monkeypatch.setattr("rrlib.home.PROJECT_ROOT", tmp_path)  # the study's arms live under tmp_path/outputs/s/
+    arm = tmp_path / "outputs" / "s" / "standard"
+    stopped = arm / "depth16" / "standard" / "seed3"
+    stopped.mkdir(parents=True)
+    (stopped / "metrics.jsonl").write_text('{"step": 20, "loss": 5.0}\n')
+    assert finished(study).empty
+    shutil.copytree(ROOT / "outputs" / "mechanisms" / "standard" / "depth8", arm / "depth8")  # 15 ended runs
+    runs = finished(study)
+    assert set(runs["size"]) == {"depth8"} and sorted(runs["seed"]) == list(range(3, 18))
+    assert set(runs["arm"]) == {"standard"}

@@ -22,7 +22,7 @@ from .folders import RunBusy, claimed
 from .output_paths import checked_run_outputs
 from .pace import check_cpu_reach
 from .presets import load_preset, resolve_run, size_name
-from .runfiles import RunConflict, StateError, read_result
+from .runfiles import RESULT_KEYS, RunConflict, StateError, read_result
 from .validate import check_seed
 from .train import train_run
 
@@ -156,8 +156,8 @@ def results_table(out_root: str = "outputs/runs", size: str | None = None, log=N
                 f"{'/'.join(path.parent.parts[-3:])}; move it back where it belongs")
             continue
         rows.append(result)
-    if not rows:
-        return pd.DataFrame(columns=PAPER_COLUMNS)
+    if not rows:  # the columns every result holds, so a filter on any of them (status, fixed_loss) finds no run
+        return pd.DataFrame(columns=PAPER_COLUMNS + [k for k in RESULT_KEYS if k not in PAPER_COLUMNS])
     table = pd.DataFrame(rows)
     extra = [c for c in table.columns if c not in PAPER_COLUMNS]
     return table[PAPER_COLUMNS + extra].sort_values(["size", "variant", "seed"]).reset_index(drop=True)
