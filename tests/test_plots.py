@@ -80,3 +80,12 @@ def test_every_csv_float_is_rounded_to_ten_digits_unless_told_fewer(tmp_path):
     tables.reader_table(df, "09_probe", tmp_path / "figures", index=False, digits=5)
     assert (tmp_path / "tables" / "09_stats.csv").read_text() == "slope,n\n0.123456789,3\n"
     assert (tmp_path / "tables" / "09_probe.csv").read_text() == "slope,n\n0.12346,3\n"
+
+
+def test_a_table_stacked_from_parts_shows_without_its_repeated_index(tmp_path):
+    pytest.importorskip("IPython")
+    part = pd.DataFrame({"rule": ["attnres"], "gap": [0.5]})
+    stacked = pd.concat([part, part.assign(rule="mgr")])  # both rows keep index 0
+    page = tables.reader_table(stacked, "09_stacked", tmp_path / "figures", index=False).data
+    assert "attnres" in page and "mgr" in page
+    assert (tmp_path / "tables" / "09_stacked.csv").read_text() == "rule,gap\nattnres,0.5\nmgr,0.5\n"

@@ -122,6 +122,8 @@ def reader_table(df: pd.DataFrame, name: str, figures_dir=None, columns=None, fo
     from IPython.display import HTML
 
     picked = df[list(columns)] if columns is not None else df
+    if not index:  # a hidden index may repeat (tables stacked by concat), which the styler refuses
+        picked = picked.reset_index(drop=True)
     shown = formatted(picked, formats).rename(columns=rename or {})
     # text (a claim, a test, a verdict) reads from the left; numbers stay right-aligned, digits under digits
     text = [(rename or {}).get(c, c) for c in picked.columns if not pd.api.types.is_numeric_dtype(picked[c])]
