@@ -329,8 +329,9 @@ if len(routing):
 # last sublayer's value over the first's (`rrlib.claims.mechanisms`); it divides an MLP's scale by an attention's
 # (they differ by up to 20× within a block) and reads two of the 2L sublayers, so the fit over every sublayer was
 # proposed after the probes had been read. The registered endpoint reading decides each verdict; the fit is shown
-# beside it as an exploratory row, and a confirmatory study on fresh seeds, with the trained model's hidden-state
-# scale over depth as its registered metric, is registered before its runs. Each paper's own metric:
+# beside it as an exploratory row; a confirmatory study on fresh seeds (seeds 3–17, "The CPU's own studies" below),
+# with the trained model's hidden-state scale over depth as its metric, was registered before its runs, and its
+# table says how much of each gap the rule had at init. Each paper's own metric:
 # the per-sublayer *output* magnitude (the RMS of the update u) for Attention Residuals, the *activation* scale
 # (the RMS of what a sublayer reads) for MGR. Effect = standard's learned growth − the rule's (positive: training
 # grows the rule's scales over depth less than it grows standard's), paired by seed at each depth. The claims are
@@ -550,6 +551,7 @@ if reach_rows.design_done(REACH["mechanisms"], reach_designs["mechanisms"]):
     if growth_confirm["n"].min() == len(reach_designs["mechanisms"]["seeds"]):  # every run probed
         display(tables.reader_table(growth_confirm, "07_mechanisms", figures_dir, index=False,
                                     **reach_rows.VIEWS["mechanisms"]))
+        print(reach_rows.growth_note(growth_confirm, alpha))
 
 # %% [markdown]
 # ## Recap

@@ -95,6 +95,8 @@ def test_an_unfinished_design_is_untested_with_its_count(monkeypatch, threshold)
     monkeypatch.setattr(reach_rows, "finished", fake_finished(started))
     waiting = reach_rows.layerscale_row(CLAIMS["layerscale-deeper"], pilot, {"arms": pilot.arms, "seeds": None}, "")
     assert waiting["verdict"] == "untested: pilot_test's pilot runs not finished (0 of 4 seeds)"
+    claim = CLAIMS["layerscale-deeper"]  # while its runs go, the row shows what it will be judged by
+    assert waiting["test"] == f"{claim.metric}; {claim.test}" and claim.metric
 
 
 def test_rezero_faster_is_a_positive_log_ratio(monkeypatch):
@@ -172,6 +174,18 @@ def test_a_mechanism_must_hold_at_every_depth_after_holm(monkeypatch):
     monkeypatch.setattr(reach_rows, "read_probes", read)
     assert (table["p_holm"] >= table["p"]).all()
     assert set(reach_rows.VIEWS["mechanisms"]["columns"]) <= set(table.columns)  # page 07's view of it
+
+
+def test_the_growth_note_says_what_the_gap_was_at_init():
+    table = pd.DataFrame({"rule": ["attnres"] * 3 + ["mgr"] * 3, "size": ["depth8", "depth16", "depth24"] * 2,
+                          "effect": [2.8, 3.0, 2.9, 2.6, 3.3, 3.6], "learned": [-0.4, -0.8, -1.1, 0.3, 0.6, 0.7],
+                          "learned_p": [1e-4, 1e-7, 1e-9, 0.2, 1e-10, 1e-9]})
+    note = reach_rows.growth_note(table)
+    assert ("attnres: standard's hidden state grows 2.8 to 3.0 log₂ units more than attnres's from the first block to "
+            "the last in the trained models, and 3.2 to 4.0 at init; training narrowed it at 3 of 3 depths "
+            "(trained − init -1.1 to -0.4).") in note
+    assert "mgr: standard's hidden state grows 2.6 to 3.6" in note and "2.3 to 2.9 at init" in note
+    assert "training widened it at 2 of 3 depths" in note  # depth8's p is above α: not counted either way
 
 
 @pytest.mark.parametrize("flat_slope, verdict", [(0.0, "supported"), (0.5, "contradicted")])

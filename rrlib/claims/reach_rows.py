@@ -16,7 +16,8 @@ runs it reads had been looked at; where it fixes something a record leaves open,
 - ``layerscale_row``: minus the per-seed slope of (layerscale − standard) on log2(blocks), positive when
   LayerScale's gain grows with depth; the per-depth gaps (Holm over the depths) in its table.
 - ``mechanism_row``: standard's trained growth over depth − the rule's, paired by seed, Holm over the depths; the
-  depth least in the claim's favour decides (every depth must hold); trained − init beside it.
+  depth least in the claim's favour decides (every depth must hold); trained − init beside it, and ``growth_note``
+  says how much of the gap the rule had at init.
 - ``loop_norm_row``: 1/√N's stream grows with N (t-test of its slopes) and 1/N's does not (TOST at the margin),
   Holm over the two; supported where both parts are, contradicted where either is.
 - ``unique_layers_row``: minus the slope of log2(optimal lr) on log2(L) under 1/N at N = 2, positive when the
@@ -261,6 +262,32 @@ def mechanism_row(claim, study: Study, rule: str, design: dict, evidence: str, a
                           for r in table.itertuples()) + "; the depth least in the claim's favour decides",
                ledger.judge("directional", effect, p, alpha=alpha), evidence, effect, low, high, p,
                claim.correction, detectable=chosen["mde"])
+
+
+def growth_note(table: pd.DataFrame, alpha: float = 0.05) -> str:
+    """What the mechanism rows' trained growth owes to training, one sentence a rule of ``growth_by_depth``'s
+    table: the gap at init (trained − learned) beside the gap in the trained models, and which way training moved
+    it at the depths where its paired p is below ``alpha``. A gap a rule's construction makes at init is not one
+    training made (the first readings on page 07 judge the learned change alone)."""
+    def span(values) -> str:
+        return f"{values.min():.1f}" if np.isclose(values.min(), values.max(), atol=0.05) else \
+            f"{values.min():.1f} to {values.max():.1f}"
+    sentences = []
+    for rule, part in table.groupby("rule", sort=False):
+        init = part["effect"] - part["learned"]
+        shown = part[part["learned_p"] < alpha]
+        if len(shown) and (shown["learned"] < 0).all():
+            moved = f"training narrowed it at {len(shown)} of {len(part)} depths"
+        elif len(shown) and (shown["learned"] > 0).all():
+            moved = f"training widened it at {len(shown)} of {len(part)} depths"
+        elif len(shown):
+            moved = "training narrowed it at some depths and widened it at others"
+        else:
+            moved = "training did not move it at any depth (p ≥ α)"
+        sentences.append(f"{rule}: standard's hidden state grows {span(part['effect'])} log₂ units more than "
+                         f"{rule}'s from the first block to the last in the trained models, and {span(init)} at "
+                         f"init; {moved} (trained − init {span(part['learned'])}).")
+    return " ".join(sentences)
 
 
 # ---------------------------------------------------------------- the looped claims

@@ -25,8 +25,11 @@ def missing(claim: Claim, table: str) -> dict:
 
 
 def unfinished(claim: Claim, what: str, done: int, planned: int) -> dict:
-    """Untested: no verdict from fewer seeds than the design's (``done`` of ``planned``)."""
-    return row(claim, "", ledger.untested(f"{what} runs not finished ({done} of {planned} seeds)"), "")
+    """Untested: no verdict from fewer seeds than the design's (``done`` of ``planned``); the row keeps the metric
+    and test it will be judged by, as ``pending`` does."""
+    return row(claim, f"{claim.metric}; {claim.test}",
+               ledger.untested(f"{what} runs not finished ({done} of {planned} seeds)"), "",
+               paper_effect=claim.stated_effect, margin=claim.margin_value)
 
 
 def link(page: str, *items: str) -> str:
