@@ -317,8 +317,7 @@ def test_the_abstract_states_each_finding_from_the_tables_and_leaves_out_missing
     assert len(lines) == 3
     assert "This report tests 1 registered claims of it and 0 related papers: 0 supported" in lines[0]
     assert "a larger one at 1B that it calls a strong trend rather than significant" in lines[0]
-    assert lines[1] == ("In the family (3 methods, 3 seeds) no method beats the standard residual after Holm; rezero "
-                        "is worse.")
+    assert lines[1] == ("In the family (3 methods, 3 seeds) none beats standard after Holm; rezero is worse.")
     assert "still running; no verdict yet" in lines[2]
 
 
@@ -333,6 +332,18 @@ def test_the_abstract_gives_each_powered_design_in_the_compare_engines_words():
     assert index.powered_finding([micro, None, family]) == (
         "Powered CPU designs: at micro review is better than highway (+0.0245 nats), review against standard is "
         "inconclusive; at family_power mgr is equivalent to standard within ±0.01 nats.")
+
+
+def test_the_abstract_names_the_leaderboards_judged_rules_in_the_engines_words():
+    board = pd.DataFrame({"rule": ["denseformer", "attnres", "standard", "hc", "dynamic_dense"],
+                          "stage": ["judged", "judged", "baseline", "planned", "judged"],
+                          "seeds": [47, 47, np.nan, np.nan, 47], "gap": [0.0101, 0.0053, 0.0, np.nan, 0.0254],
+                          "verdict": ["better", "inconclusive", np.nan, np.nan, "better"]})
+    assert index.leaderboard_finding(board) == (
+        "Leaderboard (3 of 4 rules judged, 47 seeds, Holm): 2 beat standard, 0 fall behind; the largest gap is "
+        "dynamic_dense's (+0.0254 nats, better).")
+    assert index.leaderboard_finding(board.assign(stage=["planned", "planned", "baseline", "planned", "planned"])) is None
+    assert index.leaderboard_finding(None) is None
 
 
 def test_the_abstracts_looped_verdict_is_the_ledgers_not_the_studys(tmp_path):

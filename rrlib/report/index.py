@@ -40,7 +40,8 @@ def abstract(tables: Path) -> list[str]:
     for finding in (depth_finding(read("02_final_loss")), review_finding(read("04_paper_tests")),
                     powered_finding([read(name) for name in POWERED_DESIGNS]),
                     family_finding(read("05_family_summary")),
-                    looped_finding(claims, read(f"{looped_study.ledger_tables(tables)}_transfer"))):
+                    looped_finding(claims, read(f"{looped_study.ledger_tables(tables)}_transfer")),
+                    leaderboard_finding(read("08_leaderboard"))):
         lines += [finding] if finding else []
     return lines
 
@@ -82,7 +83,7 @@ def review_finding(paper) -> str | None:
     wins = paper[paper["significant"] & (paper["paired_gap"] > 0)]
     largest = paper[paper["size"] == paper["size"].iloc[-1]]
     return ("In the paper's runs, paired by seed with Holm, Review beats "
-            + (", ".join(f"{r.baseline} at {r.size} (Holm p {_p(r.p_holm)})" for r in wins.itertuples())
+            + (", ".join(f"{r.baseline} at {r.size} (p {_p(r.p_holm)})" for r in wins.itertuples())
                if len(wins) else "neither baseline at any size")
             + f"; by the paper's own Welch test its {largest['size'].iloc[0]} gains have p "
             + " and ".join(_p(p) for p in largest["welch_p"]) + ".")
@@ -114,10 +115,26 @@ def family_finding(summary) -> str | None:
     better = tested[(tested["p (Holm)"] < 0.05) & (tested["gap vs standard"] > 0)]
     worse = tested[(tested["p (Holm)"] < 0.05) & (tested["gap vs standard"] < 0)]
     return (f"In the family ({len(summary)} methods, {int(summary['seeds'].max())} seeds) "
-            + (" and ".join(better["variant"]) + " beat the standard residual after Holm" if len(better)
-               else "no method beats the standard residual after Holm")
+            + (" and ".join(better["variant"]) + " beat standard after Holm" if len(better)
+               else "none beats standard after Holm")
             + (f"; {' and '.join(worse['variant'])} {'is' if len(worse) == 1 else 'are'} worse" if len(worse) else "")
             + ".")
+
+
+def leaderboard_finding(board) -> str | None:
+    """Page 08 in one sentence of a fixed length however far the board has run: how many of its rules are judged,
+    at how many seeds, how many the compare engine calls better and worse, and the rule with the largest gap."""
+    if board is None:
+        return None
+    judged = board[board["stage"] == "judged"].sort_values("gap", ascending=False)
+    if judged.empty:
+        return None
+    words = judged["verdict"].value_counts()
+    top = judged.iloc[0]
+    return (f"Leaderboard ({len(judged)} of {int((board['stage'] != 'baseline').sum())} rules judged, "
+            f"{int(judged['seeds'].min())} seeds, Holm): {words.get('better', 0)} beat standard, "
+            f"{words.get('worse', 0)} fall behind; the largest gap is {top['rule']}'s ({top['gap']:+.4f} nats, "
+            f"{top['verdict']}).")
 
 
 def looped_finding(claims, transfer) -> str | None:
@@ -133,7 +150,7 @@ def looped_finding(claims, transfer) -> str | None:
                 "independent of the loop count is still running; no verdict yet.")
     used = pd.DataFrame() if transfer is None else transfer[transfer["slope"] == r["effect"]]
     tost = (f", {int(used['seeds'].iloc[0])} seeds, TOST p {_p(used['p_equivalent'].iloc[0])}") if len(used) else ""
-    return (f"Looped models: that under 1/N scaling the best learning rate does not depend on the loop count is "
+    return (f"Looped models: that 1/N scaling frees the best learning rate from the loop count is "
             f"\"{r['verdict']}\" (slope {r['effect']:+.2f} [{r['ci_low']:+.2f}, {r['ci_high']:+.2f}]{tost}).")
 
 
