@@ -255,3 +255,23 @@ def test_a_size_holding_only_a_stopped_run_has_no_ended_run(tmp_path, monkeypatc
     runs = finished(study)
     assert set(runs["size"]) == {"depth8"} and sorted(runs["seed"]) == list(range(3, 18))
     assert set(runs["arm"]) == {"standard"}
+
+
+def test_the_loop_norm_design_is_capped_and_says_what_its_seeds_detect(monkeypatch):
+    from rrlib.studies import looped_reach_study as looped_reach
+    from rrlib.stats import detectable_gap
+
+    study = looped_reach.LOOP_NORMS
+    monkeypatch.setattr(looped_reach, "pilot_done", lambda s: True)
+    wide = pd.DataFrame({"scaled": [0.0, 0.3, -0.25], "scaled_loops": [0.4, 0.5, 0.6]})  # the TOST asks for many
+    monkeypatch.setattr(looped_reach, "stream_slopes", lambda s, seeds: wide)
+    design = looped_reach.design(study)
+    sized = design["sizing"]
+    assert sized["seeds"] > looped_reach.LOOP_NORM_MOST_SEEDS
+    assert design["seeds"] == tuple(range(looped_reach.LOOP_NORM_MOST_SEEDS))
+    capped = detectable_gap(sized["sd_upper"], looped_reach.LOOP_NORM_MOST_SEEDS, sized["alpha"] * 2)
+    assert capped > looped_reach.LOOP_NORM_MARGIN and f"which detect {capped:.3g} there" in design["spread"]
+    narrow = pd.DataFrame({"scaled": [0.0, 0.01, -0.01], "scaled_loops": [0.4, 0.5, 0.6]})
+    monkeypatch.setattr(looped_reach, "stream_slopes", lambda s, seeds: narrow)
+    small = looped_reach.design(study)
+    assert len(small["seeds"]) == small["sizing"]["seeds"] < 16 and "capped" not in small["spread"]
