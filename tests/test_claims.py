@@ -293,6 +293,9 @@ def test_a_row_on_the_papers_own_runs_states_its_detectable_gap_with_no_power_st
     null = own | {"paper_effect": np.nan, "margin": 0.009}  # the margin comes from the same runs' table
     assert "vs the margin" not in ledger.could_see(null)
     assert ledger.could_see(own | {"verdict": "untested: waiting"}) == "not yet: waiting"
+    mine_null = elsewhere | {"paper_effect": np.nan, "margin": 0.009}
+    assert ledger.could_see(mine_null | {"margin_sides": "upper"}) == "no: detects 0.0135 vs the margin +0.009"
+    assert ledger.could_see(mine_null | {"margin_sides": "both"}) == "no: detects 0.0135 vs the margin ±0.009"
     mine = ledger.row("p", "c", "a test", "inconclusive", "e", 0.009, detectable=0.0135, paper_effect=0.00898,
                       own_runs=True)
     assert mine["test"] == "a test; the design detects 0.0135" and mine["paper_effect"] == 0.00898

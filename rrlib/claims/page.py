@@ -27,7 +27,8 @@ def attach(rows: pd.DataFrame, claims) -> pd.DataFrame:
     out = rows.assign(id=[c.id for c in found], status=[c.status for c in found], kind=[c.kind for c in found],
                       scope=[c.scope for c in found], words=[c.words for c in found],
                       where=[f"{c.source}, {c.where}" for c in found], registered=[c.registered for c in found],
-                      follows=[c.follows for c in found])
+                      follows=[c.follows for c in found],
+                      margin_sides=[c.margin.get("sides", "upper") if c.margin else "" for c in found])
     family = (out["status"] == "registered") & out["verdict"].isin(TESTED) & np.isfinite(out["p"].astype(float))
     out["q_bh"] = np.nan
     out.loc[family, "q_bh"] = stats.benjamini_hochberg(out.loc[family, "p"].astype(float))

@@ -209,7 +209,8 @@ def could_see(r) -> str:
     """Whether the row's design could have answered its claim: its detectable gap (80 % power) beside the effect the
     paper states, or beside the margin of a claim of no difference. A row on the paper's own runs (its ``scope``
     ``OWN_RUNS``) states its detectable gap alone: the paper's effect, and the margin taken from it, are estimates
-    from the same runs, and power judged against them would be post hoc. ``r`` is a ledger row (a mapping)."""
+    from the same runs, and power judged against them would be post hoc. ``r`` is a ledger row (a mapping); its
+    ``margin_sides`` (the record's, rrlib.claims.page.attach) writes an upper margin +m, a two-sided one ±m."""
     kind, _, reason = r["verdict"].partition(": ")
     seen, paper = r.get("detectable", float("nan")), r.get("paper_effect", float("nan"))
     margin = r.get("margin", float("nan"))
@@ -225,7 +226,8 @@ def could_see(r) -> str:
     if pd.isna(seen):
         return "–"
     if pd.isna(paper) and pd.notna(margin):  # a claim of no difference: could the design show equivalence?
-        return f"{'yes' if seen <= margin else 'no'}: detects {seen:.3g} vs the margin ±{margin:.3g}"
+        sign = "+" if r.get("margin_sides") == "upper" else "±"  # "no gain" bounds the gain above only
+        return f"{'yes' if seen <= margin else 'no'}: detects {seen:.3g} vs the margin {sign}{margin:.3g}"
     if pd.isna(paper):
         return f"unclear: detects {seen:.3g}; the paper gives no effect size to set against it"
     return f"{'yes' if seen <= abs(paper) else 'no'}: detects {seen:.3g}{against}"
