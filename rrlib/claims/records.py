@@ -83,6 +83,11 @@ class Claim:
         return float(self.margin["value"]) if self.margin else float("nan")
 
     @property
+    def margin_sides(self) -> str:
+        """Which side the margin bounds (``SIDES``: upper where the record says none); "" without a margin."""
+        return self.margin.get("sides", SIDES[0]) if self.margin else ""
+
+    @property
     def stated_effect(self) -> float:
         """The effect the paper states in a sentence; NaN where it states none or the row computes it."""
         return float(self.paper_effect["value"]) if self.paper_effect and "value" in self.paper_effect \
@@ -132,7 +137,7 @@ def record(entry, file: str, position: int) -> Claim:
             raise RecordError(f"{name}: margin needs a numeric value")
         if "sentence" not in margin and "note" not in margin:
             raise RecordError(f"{name}: margin needs the paper's sentence it comes from, or a note where it gives none")
-        if margin.get("sides", "upper") not in SIDES:
+        if margin.get("sides", SIDES[0]) not in SIDES:
             raise RecordError(f"{name}: margin sides {margin['sides']!r} is none of {', '.join(SIDES)}")
     if entry["kind"] == "no difference" and margin is None:
         raise RecordError(f"{name}: a no-difference claim needs a margin")

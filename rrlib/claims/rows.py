@@ -26,10 +26,8 @@ def missing(claim: Claim, table: str) -> dict:
 
 def unfinished(claim: Claim, what: str, done: int, planned: int) -> dict:
     """Untested: no verdict from fewer seeds than the design's (``done`` of ``planned``); the row keeps the metric
-    and test it will be judged by, as ``pending`` does."""
-    return row(claim, f"{claim.metric}; {claim.test}",
-               ledger.untested(f"{what} runs not finished ({done} of {planned} seeds)"), "",
-               paper_effect=claim.stated_effect, margin=claim.margin_value)
+    and test it will be judged by (``waiting``)."""
+    return waiting(claim, f"{what} runs not finished ({done} of {planned} seeds)")
 
 
 def link(page: str, *items: str) -> str:
@@ -38,11 +36,16 @@ def link(page: str, *items: str) -> str:
                                                 for i in items])
 
 
+def waiting(claim: Claim, reason: str, evidence: str = "") -> dict:
+    """Untested for ``reason`` while its design runs: the row shows the metric, test and margin it was registered
+    with, the ones its verdict will come from."""
+    return row(claim, f"{claim.metric}; {claim.test}", ledger.untested(reason), evidence,
+               paper_effect=claim.stated_effect, margin=claim.margin_value)
+
+
 def pending(claim: Claim, evidence: str = "") -> dict:
-    """A claim registered before its runs, whose design has not run yet: its metric, test and margin as fixed."""
-    return ledger.row(claim.paper, claim.label, f"{claim.metric}; {claim.test}",
-                      ledger.untested("registered before its runs; its design has not run yet"), evidence,
-                      paper_effect=claim.stated_effect, margin=claim.margin_value)
+    """A claim registered before its runs, whose design has not run yet."""
+    return waiting(claim, "registered before its runs; its design has not run yet", evidence)
 
 
 def beyond_reach(claim: Claim, flops_per_second: float, evidence: str = "") -> dict:

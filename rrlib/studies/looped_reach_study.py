@@ -56,7 +56,6 @@ import numpy as np
 import pandas as pd
 
 from ..runs.presets import resolve_run
-from ..stats import detectable_gap
 from . import looped_study, probes, sizing
 from .claims_study import read_probes
 from .study_plan import Arm, Study, main as study_main, pilot_done
@@ -141,9 +140,8 @@ def design(study: Study) -> dict:
     spread = (f"the pilot's trained slopes; 1/√N's growth needs {grows['seeds']} seeds, 1/N's TOST "
               f"{flat['seeds']}: the design runs the larger")
     if n < (sized["seeds"] or 10**6):
-        level = sized["alpha"] * (2 if sized["one_sided"] else 1)
         spread += (f", capped at {n} seeds (LOOP_NORM_MOST_SEEDS, the budget), which detect "
-                   f"{detectable_gap(sized['sd_upper'], n, level):.3g} there against the {sized['target']:g} it asks")
+                   f"{sizing.detects(sized, n):.3g} there against the {sized['target']:g} it asks")
     return {"arms": study.arms, "seeds": tuple(range(n)), "sizing": sized, "spread": spread}
 
 

@@ -27,11 +27,14 @@ def size(values, target: float, alpha: float = 0.05, family: int = 1, one_sided:
     values = np.asarray(values, dtype=float)
     values = values[np.isfinite(values)]
     sd = float(values.std(ddof=1)) if len(values) > 1 else np.nan
-    upper = sd_upper_bound(sd, len(values))
-    level = alpha / family * (2 if one_sided else 1)
     seeds = design_seeds(sd, len(values), target, alpha * (2 if one_sided else 1), family) \
         if np.isfinite(sd) and sd > 0 else None
     seeds = None if seeds is None else max(seeds, least)
-    return {"pilot_n": len(values), "sd": sd, "sd_upper": upper, "alpha": alpha / family, "one_sided": one_sided,
-            "target": target, "seeds": seeds,
-            "detectable": detectable_gap(upper, seeds, level) if seeds else np.nan}
+    sized = {"pilot_n": len(values), "sd": sd, "sd_upper": sd_upper_bound(sd, len(values)), "alpha": alpha / family,
+             "one_sided": one_sided, "target": target, "seeds": seeds}
+    return sized | {"detectable": detects(sized, seeds) if seeds else np.nan}
+
+
+def detects(sized: dict, seeds: int) -> float:
+    """The gap ``seeds`` detect with 80 % power at a sized design's SD bound and level (``size``'s)."""
+    return detectable_gap(sized["sd_upper"], seeds, sized["alpha"] * (2 if sized["one_sided"] else 1))
