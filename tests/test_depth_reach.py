@@ -168,8 +168,10 @@ def test_sweep_lines_give_untested_arms_the_first_seeds_and_options_as_yaml():
 
 
 def test_the_l_sweep_plans_sizes_over_unique_layers_and_leaves_the_loop_designs_alone():
+    """On its base grid, before any run: the committed runs may extend it (an optimum on an edge asks for more)."""
     design = looped_study.UNIQUE_LAYERS
-    lines = looped_study.plan(looped_study.study_runs(design.out_root, design.count_setting), [0], design)
+    no_runs = pd.DataFrame(columns=["variant", "loops", "lr", "seed", "fixed_loss"])
+    lines = looped_study.plan(no_runs, [0], design)
     assert len(lines) == 3 * 5
     assert {line.split()[2] for line in lines} == {"looped_l1", "looped_l2", "looped_l4"}
     assert all(resolve_run(f"looped_l{n}", "scaled", 0).model.n_loops == 2 for n in (1, 2, 4))
