@@ -345,6 +345,8 @@ def test_the_abstract_names_the_leaderboards_judged_rules_in_the_engines_words()
     assert index.leaderboard_finding(board) == (
         "Leaderboard (3 of 4 rules judged, 47 seeds, Holm): 2 beat standard, 0 fall behind; the largest gap is "
         "dynamic_dense's (+0.0254 nats, better).")
+    one_each = board.assign(verdict=["better", "worse", np.nan, np.nan, "inconclusive"])
+    assert "Holm): 1 beats standard, 1 falls behind;" in index.leaderboard_finding(one_each)
     assert index.leaderboard_finding(board.assign(stage=["planned", "planned", "baseline", "planned", "planned"])) is None
     assert index.leaderboard_finding(None) is None
 

@@ -130,11 +130,12 @@ def leaderboard_finding(board) -> str | None:
     if judged.empty:
         return None
     words = judged["verdict"].value_counts()
+    better, worse = words.get("better", 0), words.get("worse", 0)
     top = judged.iloc[0]
     return (f"Leaderboard ({len(judged)} of {int((board['stage'] != 'baseline').sum())} rules judged, "
-            f"{int(judged['seeds'].min())} seeds, Holm): {words.get('better', 0)} beat standard, "
-            f"{words.get('worse', 0)} fall behind; the largest gap is {top['rule']}'s ({top['gap']:+.4f} nats, "
-            f"{top['verdict']}).")
+            f"{int(judged['seeds'].min())} seeds, Holm): {better} {'beats' if better == 1 else 'beat'} standard, "
+            f"{worse} {'falls' if worse == 1 else 'fall'} behind; the largest gap is {top['rule']}'s "
+            f"({top['gap']:+.4f} nats, {top['verdict']}).")
 
 
 def looped_finding(claims, transfer) -> str | None:
