@@ -170,7 +170,7 @@ def test_sweep_lines_give_untested_arms_the_first_seeds_and_options_as_yaml():
 def test_the_l_sweep_plans_sizes_over_unique_layers_and_leaves_the_loop_designs_alone():
     """On its base grid, before any run: the committed runs may extend it (an optimum on an edge asks for more)."""
     design = looped_study.UNIQUE_LAYERS
-    no_runs = pd.DataFrame(columns=["variant", "loops", "lr", "seed", "fixed_loss"])
+    no_runs = pd.DataFrame(columns=looped_study.RUN_COLUMNS)
     lines = looped_study.plan(no_runs, [0], design)
     assert len(lines) == 3 * 5
     assert {line.split()[2] for line in lines} == {"looped_l1", "looped_l2", "looped_l4"}

@@ -102,7 +102,7 @@ def test_trainability_pairs_the_two_rules_per_n_and_notes_the_identical_n1():
 
 
 def test_the_plan_is_seed_major_and_names_only_the_rules_whose_grid_holds_that_rate():
-    lines = ls.plan(pd.DataFrame(columns=["variant", "loops", "lr", "seed", "fixed_loss"]), seeds=[0, 1])
+    lines = ls.plan(pd.DataFrame(columns=ls.RUN_COLUMNS), seeds=[0, 1])
     seeds = [int(line.split("--seeds ")[1].split()[0]) for line in lines]
     assert seeds == sorted(seeds) and seeds.count(0) == seeds.count(1)
     grid = ls.base_grid()
@@ -116,7 +116,7 @@ def test_the_plan_is_seed_major_and_names_only_the_rules_whose_grid_holds_that_r
 
 
 def test_the_powered_design_trains_the_two_rules_longer_on_their_own_root_and_extends_as_the_first():
-    lines = ls.plan(pd.DataFrame(columns=["variant", "loops", "lr", "seed", "fixed_loss"]), [0], ls.POWER)
+    lines = ls.plan(pd.DataFrame(columns=ls.RUN_COLUMNS), [0], ls.POWER)
     assert len(lines) == len(ls.LOOPS) * 5  # five rates per N, both rules in each sweep
     assert all("--variants scaled,scaled_loops " in x and "--steps 1000 " in x and
                "--set train.warmup_steps=100" in x and "--out outputs/looped_power/lr" in x for x in lines)

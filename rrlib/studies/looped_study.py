@@ -112,6 +112,7 @@ def ledger_tables(tables: Path) -> str:
     progress). One rule for page 07 and the abstract, so that the abstract cannot quote another study's numbers."""
     return next((prefix for prefix in LEDGER_TABLES if (tables / f"{prefix}_transfer.csv").exists()), LEDGER_TABLES[-1])
 DESIGNS = {d.name: d for d in (GRID, POWER, UNIQUE_LAYERS)}
+RUN_COLUMNS = ["variant", "loops", "lr", "seed", "fixed_loss"]  # study_runs' frame when no run has finished
 OPTIMA_COLUMNS = ["variant", "loops", "seed", "points", "grid_lr", "parabola_lr", "best_loss", "at_edge"]
 SLOPE_COLUMNS = ["variant", "seed", "grid", "parabola"]
 VERDICT_COLUMNS = ["variant", "estimator", "seeds", "slope", "ci_low", "ci_high", "p", "p_equivalent", "fold_change",
@@ -278,7 +279,7 @@ def study_runs(out_root: str = OUT_ROOT, count_setting: str = "n_loops") -> pd.D
         if len(table):
             frames.append(table.assign(lr=float(folder.name[2:])))
     if not frames:
-        return pd.DataFrame(columns=["variant", "loops", "lr", "seed", "fixed_loss"])
+        return pd.DataFrame(columns=RUN_COLUMNS)
     runs = pd.concat(frames, ignore_index=True)
     return runs.assign(loops=runs[count_setting].astype(int))
 
