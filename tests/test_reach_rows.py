@@ -222,8 +222,23 @@ def test_the_l_sweep_reads_the_slope_of_its_own_optima(monkeypatch):
 
 def test_runs_table_counts_each_studys_hours_and_commits(monkeypatch):
     monkeypatch.setattr(reach_rows, "finished", fake_finished(depth_runs(lambda *a: 2.0)))
-    table = reach_rows.runs_table({"depth_test": depth_study()}).iloc[0]
-    assert (table["runs"], table["seeds"], table["cpu_hours"], table["commits"]) == (12, 4, 0.2, "abc1234")
+    monkeypatch.setattr(looped_study, "study_runs", lambda root, setting: pd.DataFrame(columns=looped_study.RUN_COLUMNS))
+    table = reach_rows.runs_table({"depth_test": depth_study()})
+    assert table["study"].tolist() == ["depth_test"]  # a design with no ended run has no line
+    assert tuple(table.iloc[0][["runs", "seeds", "cpu_hours", "commits"]]) == (12, 4, 0.2, "abc1234")
+
+
+def test_runs_table_lists_the_l_sweeps_runs_after_the_studies(monkeypatch):
+    monkeypatch.setattr(reach_rows, "finished", fake_finished(depth_runs(lambda *a: 2.0)))
+    sweep = pd.DataFrame({"seed": [0, 0, 1], "status": ["finished", "diverged", "finished"], "minutes": [6.0, 3.0, 9.0],
+                          "git_commit": ["c1256ab7264a", "c1256ab7264a", "94c1087aaaaa"]})
+    monkeypatch.setattr(looped_study, "study_runs", lambda root, setting: sweep)
+    table = reach_rows.runs_table({"depth_test": depth_study()}).set_index("study")
+    assert table.index.tolist() == ["depth_test", "unique_layers"]
+    line = table.loc["unique_layers"]
+    assert (line["runs"], line["seeds"], line["diverged"], line["cpu_hours"], line["commits"]) == (
+        3, 2, 1, 0.3, "94c1087, c1256ab")
+    assert reach_rows.claims_answered({})["unique_layers"] == ("looped-depends-on-l",)
 
 
 def test_the_depth_figure_draws_every_run_and_a_diverged_one_open(monkeypatch, threshold):

@@ -109,6 +109,7 @@ def test_the_reach_block_lists_every_study_and_waits_with_its_words(tmp_path):
     block = readme.reach(tmp_path)
     for name in {**depth_reach_study.STUDIES, **looped_reach_study.STUDIES}:
         assert f"| `{name}` |" in block
+    assert "| `unique_layers` | looped-depends-on-l | 0 | – | – | – | – |" in block  # the L sweep, last
     assert "| `rezero_speed` | rezero-converges-faster-as-run | 32 | 4 | 1 | 0.38 | 839720f |" in block
     assert "| `highway_depth` | highway-hundreds-of-layers | 0 | – | – | – | – |" in block
     assert "| rezero-converges-faster-8e-3 | **contradicted** (exploratory) | −2.270 [−2.520, −2.030] |" in block

@@ -23,7 +23,7 @@ runs it reads had been looked at; where it fixes something a record leaves open,
 - ``unique_layers_row``: minus the slope of log2(optimal lr) on log2(L) under 1/N at N = 2, positive when the
   optimum falls with L as the paper's η·m_L^(−1/2) does.
 
-``runs_table`` lists each study's runs, seeds, CPU-hours (the runs' own training minutes) and the commits they ran at.
+``runs_table`` lists each study's runs (the L sweep's too), seeds, CPU-hours (the runs' own training minutes) and the commits they ran at.
 """
 from __future__ import annotations
 
@@ -361,18 +361,26 @@ def unique_layers_row(claim, evidence: str, alpha: float = 0.05) -> dict:
 # ---------------------------------------------------------------- what the runs cost
 
 
+# The L sweep is a design of looped_study (a lattice of rates at each L), not a Study: page 07 lists its runs and its
+# claim beside the reach studies', under the design's name.
+L_SWEEP, L_SWEEP_CLAIM = looped_study.UNIQUE_LAYERS, "looped-depends-on-l"
+
+
+def claims_answered(studies: dict[str, Study]) -> dict[str, tuple]:
+    """Each study's claims, by their record ids, and the L sweep's after them."""
+    return {name: tuple(study.records) for name, study in studies.items()} | {L_SWEEP.name: (L_SWEEP_CLAIM,)}
+
+
 def runs_table(studies: dict[str, Study]) -> pd.DataFrame:
-    """Per study: its ended runs, the seeds among them, the CPU-hours they took (their own training minutes, one
-    thread each) and the commits they ran at."""
-    rows = []
-    for name, study in studies.items():
-        runs = finished(study)
-        if not len(runs):
-            continue
-        rows.append({"study": name, "runs": len(runs), "seeds": runs["seed"].nunique(),
-                     "diverged": int((runs["status"] == "diverged").sum()),
-                     "cpu_hours": float(runs["minutes"].astype(float).sum() / 60),
-                     "commits": ", ".join(sorted({str(c)[:7] for c in runs["git_commit"]}))})
+    """Per study, and the L sweep after them: its ended runs, the seeds among them, the CPU-hours they took (their
+    own training minutes, one thread each) and the commits they ran at."""
+    ran = {name: finished(study) for name, study in studies.items()}
+    ran[L_SWEEP.name] = looped_study.study_runs(L_SWEEP.out_root, L_SWEEP.count_setting)
+    rows = [{"study": name, "runs": len(runs), "seeds": runs["seed"].nunique(),
+             "diverged": int((runs["status"] == "diverged").sum()),
+             "cpu_hours": float(runs["minutes"].astype(float).sum() / 60),
+             "commits": ", ".join(sorted({str(c)[:7] for c in runs["git_commit"]}))}
+            for name, runs in ran.items() if len(runs)]
     return pd.DataFrame(rows, columns=["study", "runs", "seeds", "diverged", "cpu_hours", "commits"])
 
 
