@@ -84,7 +84,7 @@ def test_a_diverged_run_counts_as_its_initial_loss(monkeypatch, threshold):
 
 def test_an_unfinished_design_is_untested_with_its_count(monkeypatch, threshold):
     rows = [r for r in depth_runs(lambda *a: 2.0) if not (r["seed"] == 3 and r["size"] == "reach64")]
-    assert judge_depth(monkeypatch, rows)["verdict"] == "untested: depth_test runs not finished (3 of 4 seeds)"
+    assert judge_depth(monkeypatch, rows)["verdict"] == "untested: depth_test runs not finished (3 of 4 seeds; 11 of 12 runs)"
     pilot = dataclasses.replace(depth.LAYERSCALE, name="pilot_test")
     monkeypatch.setattr(reach_rows, "finished", fake_finished([{**rows[0], "arm": "another_study"}]))
     waiting = reach_rows.layerscale_row(CLAIMS["layerscale-deeper"], pilot, {"arms": pilot.arms, "seeds": None}, "")
@@ -94,7 +94,7 @@ def test_an_unfinished_design_is_untested_with_its_count(monkeypatch, threshold)
         r.update(arm={"rezero": "layerscale"}.get(r["arm"], r["arm"]), size="reach4")
     monkeypatch.setattr(reach_rows, "finished", fake_finished(started))
     waiting = reach_rows.layerscale_row(CLAIMS["layerscale-deeper"], pilot, {"arms": pilot.arms, "seeds": None}, "")
-    assert waiting["verdict"] == "untested: pilot_test's pilot runs not finished (0 of 4 seeds)"
+    assert waiting["verdict"] == "untested: pilot_test's pilot runs not finished (0 of 4 seeds; 6 of 32 runs)"
     claim = CLAIMS["layerscale-deeper"]  # while its runs go, the row shows what it will be judged by
     assert waiting["test"] == f"{claim.metric}; {claim.test}" and claim.metric
 

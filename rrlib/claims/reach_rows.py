@@ -52,15 +52,17 @@ def design_ended(study: Study, arms, seeds) -> tuple[pd.DataFrame, int]:
 
 def unread(claim, study: Study, design: dict, arms=None) -> dict | None:
     """The row of a design not yet read: registered before its runs while none has ended, else untested with its
-    seeds done (the pilot's while the pilot runs); None once every run of the design has ended. ``design`` is the
-    study module's (arms and seeds; seeds None until the pilot has finished)."""
+    seeds done and runs ended (the pilot's while the pilot runs); None once every run of the design has ended.
+    ``design`` is the study module's (arms and seeds; seeds None until the pilot has finished)."""
     what, seeds = (f"{study.name}'s pilot", study.pilot_seeds) if design["seeds"] is None else (study.name,
                                                                                                   design["seeds"])
     arms = study.arms if design["seeds"] is None else arms or design["arms"]
     runs, done = design_ended(study, arms, seeds)
     if not len(runs):
         return pending(claim)
-    return unfinished(claim, what, done, len(seeds)) if design["seeds"] is None or done < len(seeds) else None
+    planned = sum(len(arm_seeds(study, arm, seeds)) * len(study.arm_sizes(arm)) for arm in arms)
+    return (unfinished(claim, what, done, len(seeds), (len(runs), planned))
+            if design["seeds"] is None or done < len(seeds) else None)
 
 
 def design_done(study: Study, design: dict) -> bool:

@@ -24,10 +24,12 @@ def missing(claim: Claim, table: str) -> dict:
     return row(claim, "", ledger.untested(f"page table {table}.csv not built"), "")
 
 
-def unfinished(claim: Claim, what: str, done: int, planned: int) -> dict:
-    """Untested: no verdict from fewer seeds than the design's (``done`` of ``planned``); the row keeps the metric
+def unfinished(claim: Claim, what: str, done: int, planned: int, runs: tuple[int, int] | None = None) -> dict:
+    """Untested: no verdict from fewer seeds than the design's (``done`` of ``planned``; ``runs``, where given, the
+    runs ended of those planned, since a seed counts only once all its runs have ended); the row keeps the metric
     and test it will be judged by (``waiting``)."""
-    return waiting(claim, f"{what} runs not finished ({done} of {planned} seeds)")
+    ran = f"; {runs[0]} of {runs[1]} runs" if runs else ""
+    return waiting(claim, f"{what} runs not finished ({done} of {planned} seeds{ran})")
 
 
 def link(page: str, *items: str) -> str:
