@@ -237,6 +237,9 @@ def test_every_study_answers_records_that_name_it():
     named = {c.id for c in claims.values() if c.status == "registered" and any(
         f"study {name} " in c.design + " " or f"study {name}," in c.design for name in studies)}
     assert named == {cid for study in studies.values() for cid in study.records}
+    sweep = looped_reach_study.L_SWEEP  # the L sweep's claims too, by its design's name
+    for cid in looped_reach_study.claims_answered({})[sweep.name]:
+        assert claims[cid].status == "registered" and f"design {sweep.name} " in claims[cid].design, cid
 
 
 def test_a_size_holding_only_a_stopped_run_has_no_ended_run(tmp_path, monkeypatch):

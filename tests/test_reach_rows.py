@@ -238,7 +238,9 @@ def test_runs_table_lists_the_l_sweeps_runs_after_the_studies(monkeypatch):
     line = table.loc["unique_layers"]
     assert (line["runs"], line["seeds"], line["diverged"], line["cpu_hours"], line["commits"]) == (
         3, 2, 1, 0.3, "94c1087, c1256ab")
-    assert reach_rows.claims_answered({})["unique_layers"] == ("looped-depends-on-l",)
+    from rrlib.studies import looped_reach_study
+
+    assert looped_reach_study.claims_answered({})["unique_layers"] == ("looped-depends-on-l",)
 
 
 def test_the_depth_figure_draws_every_run_and_a_diverged_one_open(monkeypatch, threshold):

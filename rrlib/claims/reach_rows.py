@@ -363,21 +363,12 @@ def unique_layers_row(claim, evidence: str, alpha: float = 0.05) -> dict:
 # ---------------------------------------------------------------- what the runs cost
 
 
-# The L sweep is a design of looped_study (a lattice of rates at each L), not a Study: page 07 lists its runs and its
-# claim beside the reach studies', under the design's name.
-L_SWEEP, L_SWEEP_CLAIM = looped_study.UNIQUE_LAYERS, "looped-depends-on-l"
-
-
-def claims_answered(studies: dict[str, Study]) -> dict[str, tuple]:
-    """Each study's claims, by their record ids, and the L sweep's after them."""
-    return {name: tuple(study.records) for name, study in studies.items()} | {L_SWEEP.name: (L_SWEEP_CLAIM,)}
-
-
 def runs_table(studies: dict[str, Study]) -> pd.DataFrame:
     """Per study, and the L sweep after them: its ended runs, the seeds among them, the CPU-hours they took (their
     own training minutes, one thread each) and the commits they ran at."""
     ran = {name: finished(study) for name, study in studies.items()}
-    ran[L_SWEEP.name] = looped_study.study_runs(L_SWEEP.out_root, L_SWEEP.count_setting)
+    sweep = looped_reach.L_SWEEP
+    ran[sweep.name] = looped_study.study_runs(sweep.out_root, sweep.count_setting)
     rows = [{"study": name, "runs": len(runs), "seeds": runs["seed"].nunique(),
              "diverged": int((runs["status"] == "diverged").sum()),
              "cpu_hours": float(runs["minutes"].astype(float).sum() / 60),

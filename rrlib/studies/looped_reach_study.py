@@ -104,6 +104,14 @@ LOOP_NORMS = Study(  # answers looped-stream-norm (rrlib/claims/records.yaml: it
     arms=(Arm("scaled", "scaled", lr=LOOP_NORM_LR), Arm("scaled_loops", "scaled_loops", lr=LOOP_NORM_LR)),
     steps=looped_study.POWER.steps, family=2, pilot_seeds=(0, 1, 2), extra=looped_study.POWER.extra, probe=True)
 STUDIES = {LOOP_NORMS.name: LOOP_NORMS}
+# The L sweep is a design of looped_study (a lattice of rates at each L), not a Study: page 07 lists its runs and its
+# claim after the reach studies', under the design's name.
+L_SWEEP = looped_study.UNIQUE_LAYERS
+
+
+def claims_answered(studies: dict[str, Study]) -> dict[str, tuple]:
+    """Each study's claims, by their record ids, and the L sweep's after them."""
+    return {name: tuple(study.records) for name, study in studies.items()} | {L_SWEEP.name: L_SWEEP.records}
 
 
 def stream_slopes(study: Study, seeds, state: str = "trained") -> pd.DataFrame:

@@ -88,6 +88,7 @@ class Design:
     counts: tuple = LOOPS
     size_prefix: str = "looped"
     count_setting: str = "n_loops"
+    records: tuple = ()  # the claims its runs answer, by their ids in rrlib/claims/records.yaml, where a row reads it
 
 
 GRID = Design("grid", RULES, FIRST_K, POINTS, SEEDS, OUT_ROOT)
@@ -98,7 +99,7 @@ POWER = Design("power", ("scaled", "scaled_loops"), {(r, n): 0 for r in ("scaled
 # unique blocks, the powered design's recipe, five lattice rates per cell from k = 5 (0.0057 to 0.023).
 UNIQUE_LAYERS = Design("unique_layers", ("scaled",), {("scaled", n): 5 for n in (1, 2, 4)}, 5, tuple(range(7)),
                        "outputs/looped_unique", steps=POWER.steps, extra=POWER.extra, counts=(1, 2, 4),
-                       size_prefix="looped_l", count_setting="n_layers")
+                       size_prefix="looped_l", count_setting="n_layers", records=("looped-depends-on-l",))
 POWER_PILOT_SEEDS = (0, 1, 2, 3)
 CONTRAST_TARGET = 0.25  # per doubling of N: the contrast the powered design is sized to detect (page 05 says why)
 # The looped tables the claims ledger (page 07) and the index's abstract read, in order of preference: the powered
