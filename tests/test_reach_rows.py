@@ -84,7 +84,8 @@ def test_a_diverged_run_counts_as_its_initial_loss(monkeypatch, threshold):
 
 def test_an_unfinished_design_is_untested_with_its_count(monkeypatch, threshold):
     rows = [r for r in depth_runs(lambda *a: 2.0) if not (r["seed"] == 3 and r["size"] == "reach64")]
-    assert judge_depth(monkeypatch, rows)["verdict"] == "untested: depth_test runs not finished (3 of 4 seeds; 11 of 12 runs)"
+    assert judge_depth(monkeypatch, rows)["verdict"] == (
+        "untested: depth_test runs not finished (3 of 4 seeds; 11 of 12 runs)")
     pilot = dataclasses.replace(depth.LAYERSCALE, name="pilot_test")
     monkeypatch.setattr(reach_rows, "finished", fake_finished([{**rows[0], "arm": "another_study"}]))
     waiting = reach_rows.layerscale_row(CLAIMS["layerscale-deeper"], pilot, {"arms": pilot.arms, "seeds": None}, "")
@@ -222,7 +223,8 @@ def test_the_l_sweep_reads_the_slope_of_its_own_optima(monkeypatch):
 
 def test_runs_table_counts_each_studys_hours_and_commits(monkeypatch):
     monkeypatch.setattr(reach_rows, "finished", fake_finished(depth_runs(lambda *a: 2.0)))
-    monkeypatch.setattr(looped_study, "study_runs", lambda root, setting: pd.DataFrame(columns=looped_study.RUN_COLUMNS))
+    no_sweep = pd.DataFrame(columns=looped_study.RUN_COLUMNS)
+    monkeypatch.setattr(looped_study, "study_runs", lambda root, setting: no_sweep)
     table = reach_rows.runs_table({"depth_test": depth_study()})
     assert table["study"].tolist() == ["depth_test"]  # a design with no ended run has no line
     assert tuple(table.iloc[0][["runs", "seeds", "cpu_hours", "commits"]]) == (12, 4, 0.2, "abc1234")

@@ -23,7 +23,8 @@ runs it reads had been looked at; where it fixes something a record leaves open,
 - ``unique_layers_row``: minus the slope of log2(optimal lr) on log2(L) under 1/N at N = 2, positive when the
   optimum falls with L as the paper's η·m_L^(−1/2) does.
 
-``runs_table`` lists each study's runs (the L sweep's too), seeds, CPU-hours (the runs' own training minutes) and the commits they ran at.
+``runs_table`` lists each study's runs (the L sweep's too), seeds, CPU-hours (the runs' own training minutes) and the
+commits they ran at.
 """
 from __future__ import annotations
 

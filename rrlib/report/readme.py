@@ -262,16 +262,16 @@ def reach(tables: Path) -> str:
     CPU-hours and commits; then each of those claims' verdict and effect (an exploratory reading marked so)."""
     from ..studies import depth_reach_study, looped_reach_study
 
-    studies = looped_reach_study.claims_answered({**depth_reach_study.STUDIES, **looped_reach_study.STUDIES})
+    answers = looped_reach_study.claims_answered({**depth_reach_study.STUDIES, **looped_reach_study.STUDIES})
     runs = _read(tables, "07_reach_runs").set_index("study")
     def ran(name):
         if name not in runs.index:
             return ["0", "–", "–", "–", "–"]
         r = runs.loc[name]
         return [r["runs"], r["seeds"], r["diverged"], f"{r['cpu_hours']:.2f}", r["commits"]]
-    rows = [[f"`{name}`", ", ".join(records)] + ran(name) for name, records in studies.items()]
+    rows = [[f"`{name}`", ", ".join(records)] + ran(name) for name, records in answers.items()]
     claims = _read(tables, "07_claims")
-    answered = {cid for records in studies.values() for cid in records}
+    answered = {cid for records in answers.values() for cid in records}
     mine = claims[claims["id"].isin(answered) | claims["follows"].isin(answered)]
     verdicts = [[r["id"], _claim_verdict(r, r["status"] == "exploratory"),
                  r["verdict"].partition(": ")[2] or _claim_effect(r)] for _, r in mine.iterrows()]
