@@ -76,7 +76,7 @@ from rrlib.stats import ledger
 from rrlib.runs.arguments import seed_list
 from rrlib.runs.config import project_path
 from rrlib.runs.presets import load_preset
-from rrlib.studies import claims_study, depth_reach_study, looped_reach_study, looped_study, power_study
+from rrlib.studies import claims_study, looped_reach_study, looped_study, power_study
 
 plots.use_style()
 seeds = seed_list(seeds)  # -p seeds 0 is one seed
@@ -108,9 +108,8 @@ def beyond_reach(cid, evidence=""):
 
 # the studies the CPU reaches by itself (rrlib.studies.depth_reach_study, looped_reach_study): their registered
 # designs, each read by rrlib.claims.reach_rows once every run of it has ended
-REACH = {**depth_reach_study.STUDIES, **looped_reach_study.STUDIES}
-reach_designs = {name: (looped_reach_study if name in looped_reach_study.STUDIES else depth_reach_study).design(study)
-                 for name, study in REACH.items()}
+REACH = looped_reach_study.REACH
+reach_designs = {name: looped_reach_study.reach_design(name) for name in REACH}
 reach_link = link("07_claims", "07_reach_runs")
 
 

@@ -238,7 +238,7 @@ def test_every_study_answers_records_that_name_it():
         f"study {name} " in c.design + " " or f"study {name}," in c.design for name in studies)}
     assert named == {cid for study in studies.values() for cid in study.records}
     sweep = looped_reach_study.L_SWEEP  # the L sweep's claims too, by its design's name
-    for cid in looped_reach_study.claims_answered({})[sweep.name]:
+    for cid in looped_reach_study.claims_answered()[sweep.name]:
         assert claims[cid].status == "registered" and f"design {sweep.name} " in claims[cid].design, cid
 
 

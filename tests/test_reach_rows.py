@@ -242,7 +242,7 @@ def test_runs_table_lists_the_l_sweeps_runs_after_the_studies(monkeypatch):
         3, 2, 1, 0.3, "94c1087, c1256ab")
     from rrlib.studies import looped_reach_study
 
-    assert looped_reach_study.claims_answered({})["unique_layers"] == ("looped-depends-on-l",)
+    assert looped_reach_study.claims_answered()["unique_layers"] == ("looped-depends-on-l",)
 
 
 def test_the_depth_figure_draws_every_run_and_a_diverged_one_open(monkeypatch, threshold):
@@ -257,3 +257,15 @@ def test_the_depth_figure_draws_every_run_and_a_diverged_one_open(monkeypatch, t
     drawn = sum(len(c.get_offsets()) for c in runs_ax.collections)
     assert drawn == len(values) == 12 and "rezero, diverged" in [t.get_text() for t in runs_ax.get_legend().get_texts()]
     assert sorted(gaps_ax.lines[0].get_xdata()) == [4, 12]
+
+
+def test_every_reach_study_is_sized_by_its_own_module(monkeypatch):
+    """Page 07 and the README read one mapping of reach studies; each design comes from the module that sizes it."""
+    from rrlib.studies import depth_reach_study, looped_reach_study
+
+    assert list(looped_reach_study.REACH) == [*depth_reach_study.STUDIES, *looped_reach_study.STUDIES]
+    monkeypatch.setattr(depth_reach_study, "design", lambda study: ("depth", study.name))
+    monkeypatch.setattr(looped_reach_study, "design", lambda study: ("looped", study.name))
+    assert looped_reach_study.reach_design("loop_norms") == ("looped", "loop_norms")
+    assert looped_reach_study.reach_design("highway_depth") == ("depth", "highway_depth")
+    assert list(looped_reach_study.claims_answered())[-1] == looped_reach_study.L_SWEEP.name

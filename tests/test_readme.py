@@ -94,7 +94,7 @@ def test_the_powered_looped_block_shows_the_pilot_then_the_design_once_its_table
 def test_the_reach_block_lists_every_study_and_waits_with_its_words(tmp_path):
     """Every reach study is a line, with no runs where it has none; each claim it answers, and an exploratory reading
     that follows one, is a line with its effect, or with what it waits for."""
-    from rrlib.studies import depth_reach_study, looped_reach_study
+    from rrlib.studies import looped_reach_study
 
     pd.DataFrame([{"study": "rezero_speed", "runs": 32, "seeds": 4, "diverged": 1, "cpu_hours": 0.376,
                    "commits": "839720f"}]).to_csv(tmp_path / "07_reach_runs.csv", index=False)
@@ -107,7 +107,7 @@ def test_the_reach_block_lists_every_study_and_waits_with_its_words(tmp_path):
                   base | {"id": "review-gain-1b", "verdict": "supported"}]).to_csv(tmp_path / "07_claims.csv",
                                                                                    index=False)
     block = readme.reach(tmp_path)
-    for name in {**depth_reach_study.STUDIES, **looped_reach_study.STUDIES}:
+    for name in looped_reach_study.REACH:
         assert f"| `{name}` |" in block
     assert "| `unique_layers` | looped-depends-on-l | 0 | – | – | – | – |" in block  # the L sweep, last
     assert "| `rezero_speed` | rezero-converges-faster-as-run | 32 | 4 | 1 | 0.38 | 839720f |" in block

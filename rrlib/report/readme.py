@@ -260,9 +260,9 @@ def abstract(tables: Path) -> str:
 def reach(tables: Path) -> str:
     """Page 07's reach studies and the L sweep: per study the claims it answers, its ended runs, diverged runs,
     CPU-hours and commits; then each of those claims' verdict and effect (an exploratory reading marked so)."""
-    from ..studies import depth_reach_study, looped_reach_study
+    from ..studies import looped_reach_study
 
-    answers = looped_reach_study.claims_answered({**depth_reach_study.STUDIES, **looped_reach_study.STUDIES})
+    answers = looped_reach_study.claims_answered()
     runs = _read(tables, "07_reach_runs").set_index("study")
     def ran(name):
         if name not in runs.index:
