@@ -259,6 +259,18 @@ def test_the_depth_figure_draws_every_run_and_a_diverged_one_open(monkeypatch, t
     assert sorted(gaps_ax.lines[0].get_xdata()) == [4, 12]
 
 
+def test_two_arms_of_one_rule_at_the_same_loss_stay_apart_in_the_depth_figure():
+    """Highway's carry and neutral arms end at the same loss at 100 blocks: each gets its own jitter and marker."""
+    from rrlib.claims import figures
+
+    runs = pd.DataFrame({"arm": ["carry"] * 2 + ["neutral"] * 2, "variant": ["highway_convex"] * 4,
+                         "blocks": [100] * 4, "below": [-0.07] * 4, "status": ["finished"] * 4})
+    (ax,) = figures.depth_reach({"highway_test": runs}, None).axes
+    carry, neutral = [c for c in ax.collections if len(c.get_offsets())]
+    assert not np.allclose(carry.get_offsets(), neutral.get_offsets())
+    assert not np.array_equal(carry.get_paths()[0].vertices, neutral.get_paths()[0].vertices)
+
+
 def test_every_reach_study_is_sized_by_its_own_module(monkeypatch):
     """Page 07 and the README read one mapping of reach studies; each design comes from the module that sizes it."""
     from rrlib.studies import depth_reach_study, looped_reach_study

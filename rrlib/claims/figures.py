@@ -76,14 +76,19 @@ def depth_reach(trained: dict, layerscale: pd.DataFrame | None):
                     label="mean")
             ax.set(ylabel="standard − layerscale fixed_loss (nats)", title="LayerScale against standard")
         else:
-            for arm, part in runs.groupby("arm", sort=False):
+            drawn = set()
+            for index, (arm, part) in enumerate(runs.groupby("arm", sort=False)):
                 variant = part["variant"].iloc[0]
-                jitter = np.exp(np.random.default_rng(0).uniform(-0.04, 0.04, len(part)))
+                # two arms of one rule (Highway's carry and neutral gates) land on the same losses: each arm gets
+                # its own jitter, and the second its own marker, so that neither hides the other
+                marker = plots.marker(variant) if variant not in drawn else "X"
+                drawn.add(variant)
+                jitter = np.exp(np.random.default_rng(index).uniform(-0.04, 0.04, len(part)))
                 done = part["status"] == "finished"
                 ax.scatter(part["blocks"][done] * jitter[done], part["below"][done], color=plots.color(variant),
-                           marker=plots.marker(variant), label=arm)
+                           marker=marker, label=arm)
                 ax.scatter(part["blocks"][~done] * jitter[~done], part["below"][~done], facecolors="none",
-                           edgecolors=plots.color(variant), marker=plots.marker(variant),
+                           edgecolors=plots.color(variant), marker=marker,
                            label=f"{arm}, diverged" if (~done).any() else None)
             ax.set(ylabel="unigram level − 0.05 − final fixed_loss (nats)", title=f"{name}: trained above 0")
         ax.axhline(0, color="grey", linewidth=0.8)
