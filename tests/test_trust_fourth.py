@@ -189,6 +189,65 @@ def test_two_compares_on_one_out_the_second_is_one_sentence(tmp_path):
     assert list(tmp_path.iterdir()) == []  # no lock file left behind
 
 
+def test_shards_of_one_design_share_out_and_a_plain_call_beside_them_is_refused(tmp_path):
+    from rrlib.compare import engine
+    from rrlib.runs.config import ConfigError
+
+    with engine.out_lock(tmp_path, shared=True):
+        with engine.out_lock(tmp_path, shared=True):  # a second shard trains beside the first
+            with pytest.raises(ConfigError, match="another rrlib compare is writing into --out"):
+                with engine.out_lock(tmp_path):
+                    pass
+    with engine.out_lock(tmp_path):
+        with pytest.raises(ConfigError, match="another rrlib compare is writing into --out"):
+            with engine.out_lock(tmp_path, shared=True):
+                pass
+
+
+def shard_request(monkeypatch, sized):
+    """A shard 0/2 request whose checks pass untouched and whose design is ``sized`` (table, design)."""
+    from rrlib.compare import engine
+
+    monkeypatch.setattr(engine, "resolved", lambda req, seeds: None)
+    monkeypatch.setattr(engine, "trial", lambda req: None)
+    monkeypatch.setattr(engine, "sized_design", lambda req, log: sized)
+    return engine.Request("tiny", ["mgr"], ["standard"], seeds=[0, 1], shard=(0, 2))
+
+
+def test_a_shard_trains_beside_another_shard_in_one_out(tmp_path, monkeypatch):
+    """scripts/power_study.sh and the leaderboard start a design's shards side by side into one --out: the second
+    had been refused as if it were another comparison."""
+    from rrlib.compare import engine
+
+    req = shard_request(monkeypatch, (None, {}))  # its share done, the other shard's runs still missing
+    with engine.out_lock(tmp_path / "out", shared=True):  # the other shard, training
+        assert engine.run(req, tmp_path / "out", "rrlib compare ...", log=lambda text: None) is None
+
+
+def test_the_shard_that_finds_every_run_finished_writes_the_verdict_once_the_other_has_let_go(tmp_path, monkeypatch):
+    import threading
+
+    from rrlib.compare import engine
+
+    req = shard_request(monkeypatch, ("table", {"seeds": [0, 1]}))
+    written = []
+    monkeypatch.setattr(engine, "write_verdict", lambda *args: written.append(args[2]) or "rows")
+    holding, release = threading.Event(), threading.Event()
+
+    def other_shard():  # between its own last check and its exit
+        with engine.out_lock(tmp_path / "out", shared=True):
+            holding.set()
+            release.wait(10)
+
+    other = threading.Thread(target=other_shard)
+    other.start()
+    holding.wait(10)
+    threading.Timer(0.2, release.set).start()
+    assert engine.run(req, tmp_path / "out", "rrlib compare ...", log=lambda text: None) == "rows"
+    other.join(10)
+    assert written == ["table"] and release.is_set()  # written only after the other shard let go
+
+
 # ---------------------------------------------------------------- --detect: sized honestly, never from NaN or zero
 
 def test_design_seeds_sizes_at_holm_s_alpha_from_the_sd_s_upper_80_percent_bound():

@@ -346,14 +346,17 @@ def trial(req: Request) -> None:
 
 
 @contextlib.contextmanager
-def out_lock(out_dir: Path):
+def out_lock(out_dir: Path, shared: bool = False, wait: bool = False):
     """One compare at a time writes into ``out_dir``: a second is refused in one sentence (the OS releases the lock
-    of a killed process). The lock is held on the folder itself, so no lock file is left behind."""
+    of a killed process). The lock is held on the folder itself, so no lock file is left behind. ``shared``: the
+    shards of one design, which train side by side into one ``--out``, hold it together (each trains its own share of
+    the runs, and every run folder has a lock of its own); a plain call is refused while they do, and they while it
+    does. ``wait``: block until the lock is free instead of refusing."""
     out_dir.mkdir(parents=True, exist_ok=True)
     fd = os.open(out_dir, os.O_RDONLY)
     try:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | (0 if wait else fcntl.LOCK_NB))
         except BlockingIOError:
             raise ConfigError(f"another rrlib compare is writing into --out {out_dir}; wait for it to finish, or give "
                               f"another --out") from None
@@ -371,13 +374,27 @@ def run(req: Request, out_dir, command: str, log=print) -> pd.DataFrame | None:
     files.check_out(out_dir)
     resolved(req, req.seeds or range(req.pilot_seeds))  # every unknown size, rule or setting before any training
     trial(req)
-    with out_lock(out_dir):
+    sharded = req.shard[1] > 1
+    with out_lock(out_dir, shared=sharded):
         table, design = sized_design(req, log)
         if table is None:
             return None
-        timing = step_times(req) if req.timing else None
-        rows = verdict_table(req, table, design, timing)
-        written = files.write(out_dir, req, rows, table, design, provenance(req, table, design), command)
+        if not sharded:
+            return write_verdict(req, out_dir, table, design, command, log)
+    # A shard that finds every run finished writes the verdict too, holding --out alone: it waits for a shard still
+    # between its own last check and its exit (refused, both could leave the verdict unwritten); where two shards
+    # both find every run finished, the second writes the same verdict again.
+    with out_lock(out_dir, wait=True):
+        return write_verdict(req, out_dir, table, design, command, log)
+
+
+def write_verdict(req: Request, out_dir: Path, table: pd.DataFrame, design: dict, command: str, log) -> pd.DataFrame:
+    """Test, time and write the finished comparison into ``out_dir``; its verdict rows."""
+    from . import files
+
+    timing = step_times(req) if req.timing else None
+    rows = verdict_table(req, table, design, timing)
+    written = files.write(out_dir, req, rows, table, design, provenance(req, table, design), command)
     log(files.printed(rows))
     log(f"[compare] wrote {', '.join(p.name for p in written)} in {out_dir}")
     return rows
