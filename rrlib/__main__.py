@@ -336,6 +336,11 @@ def main(argv=None) -> int:
     except KeyboardInterrupt as err:
         print(f"interrupted: {err}" if str(err) else "interrupted", file=sys.stderr)
         return 130
+    finally:
+        if "torch.distributed" in sys.modules:  # a command that never loaded torch has no group to leave
+            from .runs.device import leave_process_group
+
+            leave_process_group()
 
 
 def out_root(given: str | None) -> str:

@@ -296,6 +296,29 @@ def test_ddp_sigterm_to_any_process_stops_every_rank_at_one_step(tmp_path, targe
         assert result["status"] == "finished" and result["steps"] == 300 and result["world_size"] == 2
 
 
+@pytest.mark.parametrize("ending", ["refused", "interrupted"])
+def test_a_command_leaves_the_process_group_it_joined_however_it_ends(tmp_path, monkeypatch, ending):
+    # left to the interpreter's exit, gloo's threads can outlive their objects and abort a rank that stopped cleanly
+    import torch.distributed as dist
+
+    import rrlib.__main__ as cli
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0, world_size=1)
+    argv = ["train", "--size", "tiny", "--variant", "standard", "--out", str(tmp_path / "out")]
+    if ending == "refused":
+        argv += ["--set", "train.nosuch=1"]
+    else:
+        def stopped(*_):
+            raise KeyboardInterrupt("stopped by signal 15 at step 1; checkpoint saved")
+        monkeypatch.setattr(cli, "run_command", stopped)
+    try:
+        assert cli.main(argv) == (2 if ending == "refused" else 130)
+        assert not dist.is_initialized()
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
 def test_a_finishing_run_writes_no_checkpoint_it_would_delete(tmp_path, monkeypatch):
     import rrlib.runs.train as train
 
