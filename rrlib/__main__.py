@@ -337,10 +337,21 @@ def main(argv=None) -> int:
         print(f"interrupted: {err}" if str(err) else "interrupted", file=sys.stderr)
         return 130
     finally:
-        if "torch.distributed" in sys.modules:  # a command that never loaded torch has no group to leave
-            from .runs.device import leave_process_group
+        leave_process_group()
 
-            leave_process_group()
+
+def leave_process_group() -> None:
+    """Tear down the process group a run joined (rrlib.runs.device), if any, before the interpreter exits.
+
+    One group serves every run of a process (a sweep under torchrun trains several), so it is left once, at the
+    command's end. Left to the interpreter's exit instead, gloo's threads may still be running when their objects
+    are destroyed, and the rank dies by SIGABRT ("terminate called without an active exception") after it had
+    saved and stopped cleanly, which the launcher then reports as the run's failure. Nothing is imported here: a
+    command that never loaded torch has no group, and one refused while loading rrlib must not be loaded again.
+    """
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def out_root(given: str | None) -> str:

@@ -69,18 +69,6 @@ def join_process_group(device: torch.device, local_rank: int, world: int) -> tor
     return device
 
 
-def leave_process_group() -> None:
-    """Tear down the process group a run joined, if any, before the interpreter exits.
-
-    One group serves every run of a process (a sweep under torchrun trains several), so it is left once, at the
-    command's end. Left to the interpreter's exit instead, gloo's threads may still be running when their objects
-    are destroyed, and the rank dies by SIGABRT ("terminate called without an active exception") after it had
-    saved and stopped cleanly, which the launcher then reports as the run's failure.
-    """
-    if dist.is_available() and dist.is_initialized():
-        dist.destroy_process_group()
-
-
 @functools.cache
 def cpu_matmul_flops() -> float:
     """Measured fp32 matmul FLOP/s of this CPU at its current threads: faster than training ever runs on it.
