@@ -125,10 +125,13 @@ if stage.get("judged", 0):
 
 # %%
 todo = board[board["runs_to_train"] > 0][["stage", "finished", "planned_seeds", "runs_to_train", "cpu_hours"]]
-tables.reader_table(todo, "08_plan", figures_dir,
-                    rename={"finished": "seeds finished", "planned_seeds": "seeds planned",
-                            "runs_to_train": "runs to train", "cpu_hours": "CPU-hours"},
-                    formats={"cpu_hours": "{:.1f}"})
+if len(todo):  # once every design has finished there is no plan left to show, and no table of it is written
+    display(tables.reader_table(todo, "08_plan", figures_dir,
+                                rename={"finished": "seeds finished", "planned_seeds": "seeds planned",
+                                        "runs_to_train": "runs to train", "cpu_hours": "CPU-hours"},
+                                formats={"cpu_hours": "{:.1f}"}))
+else:
+    display(HTML(f"<p>Every rule's design has finished at <code>{study.SIZE}</code>: nothing is left to train.</p>"))
 
 # %% [markdown]
 # ## Recap
