@@ -104,7 +104,7 @@ def test_a_plain_name_with_digits_dashes_and_underscores_registers():
 def test_a_rule_file_that_changes_torch_s_global_state_is_refused_and_no_baseline_is_trained_beside_it(
         tmp_path, monkeypatch, capsys, head, named):
     from rrlib.rules import RULES
-    from rrlib.rules.external import torch_state
+    from rrlib.rules.import_guard import torch_state
 
     before = torch_state()
     rule_file(tmp_path, head=head)

@@ -12,20 +12,21 @@ A rule of one's own is a class with ``@register("name")`` (rrlib.rules.protocol)
 - an installed package that declares ``[project.entry-points."rrlib.rules"] name = "mypkg.rules"``: loaded when
   ``rrlib.rules`` is imported.
 
-What a run records. Each rule from outside the package has a *source*: the SHA-256 of the file it was defined in,
-hashed from the very bytes that were executed (a file loaded here), or read when the class was registered (a
-module imported otherwise). ``rrlib.runs.presets.resolve_run`` puts it in the model's settings
-(``ModelConfig.rule_source``, part of the fingerprint) with its origin beside it (``rule_origin``, a file's name
-or a module's, not a path of this machine), so a rule file edited after its runs trained is another run, never
-"done already". The hash covers that one file: a rule that imports helpers from a second file of its own is not
-re-hashed when only the helper changes.
+What a run records. Each rule from outside the package has a *source*: the SHA-256 of its whole code
+(rrlib.rules.rule_code): the file it was defined in, hashed from the very bytes that were executed (a file loaded
+here) or read when the class was registered (a module imported otherwise), and every module of its own folder or
+package that the file imports, so an edited helper (``from consts import SCALE``) is other code too.
+``rrlib.runs.presets.resolve_run`` puts it in the model's settings (``ModelConfig.rule_source``, part of the
+fingerprint) with its origin beside it (``rule_origin``, a file's name or a module's, not a path of this machine),
+so a rule edited after its runs trained is another run, never "done already".
 
 Every failure is one sentence (ConfigError), whichever of the three routes brought the rule: a file that is not
 there or does not import, a module that cannot be found, a name that another rule has already taken or that is
-not a plain name, and a file that changes torch's global state as it imports (its default dtype or device, its
-deterministic-algorithms flags, its thread count, its float32 matmul precision). Such a file is refused, and the
-state put back, rather than recorded: a ``standard`` run trained beside it would otherwise be another computation
-under the clean run's fingerprint. The rules a refused file registered before it failed are removed again.
+not a plain name, and a file that changes torch's behaviour as it imports: its global settings (default dtype or
+device, deterministic algorithms, threads, matmul precision, ...) or a function every run calls (``F.gelu``
+replaced by its tanh form; rrlib.rules.import_guard). Such a file is refused, and everything put back, rather
+than recorded: a ``standard`` run trained beside it would otherwise be another computation under the clean run's
+fingerprint. The rules a refused file registered before it failed are removed again.
 
 An installed entry point that fails belongs to another package, and a command that does not ask for its rule
 must not fail on it: it is named in a warning on stderr and skipped; asking for an unknown rule then names it
@@ -40,10 +41,10 @@ import os
 import sys
 from pathlib import Path
 
-import torch
-
 from ..parsing import RULES_VARIABLE as ENV
+from .import_guard import changes, restore, snapshot
 from .protocol import RULES, SOURCES, ConfigError
+from .rule_code import code_hash
 
 ENTRY_POINTS = __package__  # the group is named after this package: "rrlib.rules"
 _LOADED: dict[str, list[str]] = {}  # what each spec loaded (by its resolved path or module name): loaded once
@@ -87,59 +88,31 @@ def _registered(key: str, origin: str, load) -> list[str]:
     if key in _LOADED:
         return _LOADED[key]
     before = set(RULES)
-    state = torch_state()
+    clean = snapshot()
     try:
         load()
-        after = torch_state()
-        changed = [f"{what} from {state[what]!r} to {after[what]!r}" for what in state if after[what] != state[what]]
-        if changed:
+        settings, replaced = changes(clean)
+        if settings:
             raise ConfigError(f"the rules of {origin} change torch's global state as they import ("
-                              f"{'; '.join(changed)}), which would change every run beside them under the same "
+                              f"{'; '.join(settings)}), which would change every run beside them under the same "
                               f"fingerprint; set it inside the rule's own code, not at import")
+        if replaced:
+            raise ConfigError(f"the rules of {origin} replace functions that every run calls as they import "
+                              f"({', '.join(replaced[:4])}{' and more' if len(replaced) > 4 else ''}), which would "
+                              f"change every run beside them under the same fingerprint; call your own function "
+                              f"inside the rule instead")
     except BaseException:
-        restore_torch_state(state)
+        restore(clean)
         for name in [name for name in RULES if name not in before]:
             RULES.pop(name)
             SOURCES.pop(name, None)
         raise
     added = [name for name in RULES if name not in before]
     for name in added:
-        SOURCES[name]["origin"] = origin
+        # hashed again now that the file has imported all it imports (register() saw it halfway)
+        SOURCES[name].update(origin=origin, sha256=code_hash(RULES[name]))
     _LOADED[key] = added
     return added
-
-
-def torch_state() -> dict:
-    """What a rule file could change at import that changes every run of the process."""
-    return {"torch.get_default_dtype()": torch.get_default_dtype(),
-            "torch.get_default_device()": torch.get_default_device(),
-            "torch.are_deterministic_algorithms_enabled()": torch.are_deterministic_algorithms_enabled(),
-            "torch.is_deterministic_algorithms_warn_only_enabled()":
-                torch.is_deterministic_algorithms_warn_only_enabled(),
-            "torch.get_num_threads()": torch.get_num_threads(),
-            "torch.get_float32_matmul_precision()": torch.get_float32_matmul_precision(),
-            "torch.backends.cudnn.deterministic": torch.backends.cudnn.deterministic,
-            "torch.backends.cudnn.benchmark": torch.backends.cudnn.benchmark}
-
-
-def restore_torch_state(state: dict) -> None:
-    """Put back what changed since ``state`` (only that: setting the default device even to the one it was installs
-    a function mode that every later torch call passes through)."""
-    now = torch_state()
-    if now["torch.get_default_dtype()"] != state["torch.get_default_dtype()"]:
-        torch.set_default_dtype(state["torch.get_default_dtype()"])
-    if now["torch.get_default_device()"] != state["torch.get_default_device()"]:
-        torch.set_default_device(None if state["torch.get_default_device()"].type == "cpu"
-                                 else state["torch.get_default_device()"])
-    flags = ("torch.are_deterministic_algorithms_enabled()", "torch.is_deterministic_algorithms_warn_only_enabled()")
-    if any(now[f] != state[f] for f in flags):
-        torch.use_deterministic_algorithms(state[flags[0]], warn_only=state[flags[1]])
-    if now["torch.get_num_threads()"] != state["torch.get_num_threads()"]:
-        torch.set_num_threads(state["torch.get_num_threads()"])
-    if now["torch.get_float32_matmul_precision()"] != state["torch.get_float32_matmul_precision()"]:
-        torch.set_float32_matmul_precision(state["torch.get_float32_matmul_precision()"])
-    torch.backends.cudnn.deterministic = state["torch.backends.cudnn.deterministic"]
-    torch.backends.cudnn.benchmark = state["torch.backends.cudnn.benchmark"]
 
 
 def _load_file(path: Path, spec: str) -> None:

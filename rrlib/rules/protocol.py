@@ -115,25 +115,29 @@ class ResidualRule(nn.Module):
 
 
 RULES: dict[str, type[ResidualRule]] = {}
-# Rules from outside the package: name → {"origin": where it came from, "sha256": its source's hash}
-# (rrlib.rules.external fills in the origin of what it loads; a run's fingerprint carries the hash)
+# Rules from outside the package: name → {"origin": where it came from, "sha256": its whole code's hash}
+# (rrlib.rules.rule_code; rrlib.rules.external fills in the origin of what it loads; a run's fingerprint carries it)
 SOURCES: dict[str, dict] = {}
 BUILT_IN = "rrlib.rules."  # the modules of rrlib's own rules
 RULE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")  # not "-x": a name that starts with "-" reads as a flag
+RULE_NAME_MAX = 64  # it names a folder, and the files beside it add to that: far below any file system's 255 bytes
 
 
 def register(name: str):
     """The decorator that adds a rule class to ``RULES`` under ``name``.
 
     A name is a plain identifier (letters, digits, ``_`` and ``-``): it becomes a folder of every run and an item
-    of comma-separated flags, so a path (``"../x"``, ``"team/gate"``), an empty name or one with a comma is refused
-    in one sentence. A name another rule holds is refused too, so a user's rule never silently replaces one of
-    rrlib's or another file's; the same class defined again (a notebook cell run twice, a module reloaded)
-    replaces itself.
+    of comma-separated flags, so a path (``"../x"``, ``"team/gate"``), an empty name, one with a comma or one longer
+    than ``RULE_NAME_MAX`` characters is refused in one sentence. A name another rule holds is refused too, so a
+    user's rule never silently replaces one of rrlib's or another file's; the same class defined again (a notebook
+    cell run twice, a module reloaded) replaces itself.
     """
     if not isinstance(name, str) or not RULE_NAME.fullmatch(name):
         raise ConfigError(f"register({name!r}): a rule's name is a plain identifier of letters, digits, '_' and "
                           f"'-' (it names the runs' folders), e.g. register(\"my_gate\")")
+    if len(name) > RULE_NAME_MAX:
+        raise ConfigError(f"register({name[:20]}...): a rule's name has at most {RULE_NAME_MAX} characters (it names "
+                          f"the runs' folders), this one {len(name)}; give it a shorter name")
 
     def add(cls: type[ResidualRule]) -> type[ResidualRule]:
         held = RULES.get(name)
@@ -144,33 +148,12 @@ def register(name: str):
         RULES[name] = cls
         cls.name = name
         if not cls.__module__.startswith(BUILT_IN):
-            SOURCES[name] = {"origin": f"module {cls.__module__}", "sha256": _source_hash(cls)}
+            from .rule_code import code_hash
+
+            SOURCES[name] = {"origin": f"module {cls.__module__}", "sha256": code_hash(cls)}
         return cls
 
     return add
-
-
-def _source_hash(cls: type) -> str:
-    """SHA-256 of the source a rule class came from: its file as executed (rrlib.rules.external sets it), else its
-    module's file as it reads now, else the class's own source, else its methods' code (a class typed into a
-    console has no file to read)."""
-    import hashlib
-    import inspect
-    import marshal
-    import sys
-
-    module = sys.modules.get(cls.__module__)
-    if getattr(module, "__rrlib_source__", None):
-        return module.__rrlib_source__
-    try:
-        return hashlib.sha256(open(module.__file__, "rb").read()).hexdigest()
-    except (AttributeError, TypeError, OSError):
-        pass
-    try:
-        return hashlib.sha256(inspect.getsource(cls).encode()).hexdigest()
-    except (OSError, TypeError):
-        code = b"".join(marshal.dumps(v.__code__) for _, v in sorted(vars(cls).items()) if hasattr(v, "__code__"))
-        return hashlib.sha256(cls.__qualname__.encode() + code).hexdigest()
 
 
 def rule_class(variant: str) -> type[ResidualRule]:

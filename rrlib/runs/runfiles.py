@@ -5,10 +5,11 @@ options included), the data (the file by name, not the folder it sits in on one 
 held-out split), the recipe (steps, batch, optimiser, schedule with ``warmup_steps`` as resolved, clip,
 evaluation sizes, and ``init_from``, the run folder whose weights it starts from, as written), the seed, the
 resolved precision, the device type (cpu or cuda) and ``compile``; for a rule from outside the package, the hash of its
-source file (``model.rule_source``, rrlib.rules.external), so that an edited rule file is another run. Left out, because they cannot change a number the run reports: how often it logs, evaluates and checkpoints, what a
-finished run keeps on disk, where its folders and caches live, and ``micro_batch_size`` (the same batch in
-smaller pieces: only float rounding moves, and it is how a run that no longer fits in memory goes on).
-``warmup_frac``, ``tokens_per_param`` and the raw ``device``/``precision`` strings count through what they
+whole code (``model.rule_source``: its file and the modules of its folder it imports, rrlib.rules.rule_code), so
+that an edited rule is another run. Left out, because they cannot change a number the run reports: how often it
+logs, evaluates and checkpoints, what a finished run keeps on disk, where its folders and caches live, and
+``micro_batch_size`` (the same batch in smaller pieces: only float rounding moves, and it is how a run that no
+longer fits in memory goes on). ``warmup_frac``, ``tokens_per_param`` and the raw ``device``/``precision`` strings count through what they
 resolve to (``warmup_steps``, ``steps``, the device type and precision).
 
 The data's content is recorded beside the fingerprint, not in it: ``data_hash``, the SHA-256 of its tokens

@@ -1,0 +1,163 @@
+"""What a rule file may not change as it imports: torch's global settings and the functions every run calls.
+
+A run's fingerprint records its settings and, for a rule from outside the package, that rule's code. A rule file
+that sets ``torch.set_default_dtype(torch.float64)`` or replaces ``F.gelu`` by its tanh form as it imports changes
+every run of the process, a ``standard`` baseline trained beside it included, under fingerprints a clean process
+also produces. So the loader (rrlib.rules.external) takes a ``snapshot`` before a rule file imports and asks
+``changes`` after: anything changed refuses the file in one sentence, and ``restore`` puts everything back.
+
+Settings: the ones below (``SETTINGS``), each with how to read and set it. Functions: every function, class and
+module bound in a module of torch, of rrlib or of ``math`` (and every method of a class defined there), compared by
+identity. Importing more of torch rebinds a few of its own (``torch.manual_seed`` wrapped by dynamo), so a value
+replaced by one whose code lies inside the same package is torch's own doing and not a change; a value from
+anywhere else (a lambda, ``functools.partial``, a function of the rule file) is.
+"""
+from __future__ import annotations
+
+import inspect
+import sys
+import types
+from pathlib import Path
+
+import torch
+
+ROOTS = ("torch", "rrlib", "math")  # the packages whose functions a run calls
+
+
+def _set_device(device) -> None:
+    # setting the default device, even to the CPU, installs a function mode every later torch call passes through
+    torch.set_default_device(None if device.type == "cpu" else device)
+
+
+def _set_deterministic(flags) -> None:
+    torch.use_deterministic_algorithms(flags[0], warn_only=flags[1])
+
+
+def _sdp(kind):
+    return (getattr(torch.backends.cuda, f"{kind}_sdp_enabled"), getattr(torch.backends.cuda, f"enable_{kind}_sdp"))
+
+
+def _attribute(owner, name):
+    return lambda: getattr(owner, name), lambda value: setattr(owner, name, value)
+
+
+# what a setting is called in a message → (read it, set it)
+SETTINGS = {
+    "torch.get_default_dtype()": (torch.get_default_dtype, torch.set_default_dtype),
+    "torch.get_default_device()": (torch.get_default_device, _set_device),
+    "torch.are_deterministic_algorithms_enabled()": (
+        lambda: (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()),
+        _set_deterministic),
+    "torch.get_num_threads()": (torch.get_num_threads, torch.set_num_threads),
+    "torch.get_float32_matmul_precision()": (torch.get_float32_matmul_precision, torch.set_float32_matmul_precision),
+    "torch.is_grad_enabled()": (torch.is_grad_enabled, torch.set_grad_enabled),
+    "torch.is_anomaly_enabled()": (torch.is_anomaly_enabled, torch.set_anomaly_enabled),
+    "torch.backends.cudnn.deterministic": _attribute(torch.backends.cudnn, "deterministic"),
+    "torch.backends.cudnn.benchmark": _attribute(torch.backends.cudnn, "benchmark"),
+    "torch.backends.cudnn.allow_tf32": _attribute(torch.backends.cudnn, "allow_tf32"),
+    "torch.backends.cuda.matmul.allow_tf32": _attribute(torch.backends.cuda.matmul, "allow_tf32"),
+    "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction":
+        _attribute(torch.backends.cuda.matmul, "allow_fp16_reduced_precision_reduction"),
+    "torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction":
+        _attribute(torch.backends.cuda.matmul, "allow_bf16_reduced_precision_reduction"),
+    "torch.backends.cuda.flash_sdp_enabled()": _sdp("flash"),
+    "torch.backends.cuda.mem_efficient_sdp_enabled()": _sdp("mem_efficient"),
+    "torch.backends.cuda.math_sdp_enabled()": _sdp("math"),
+    "torch.backends.mkldnn.enabled": _attribute(torch.backends.mkldnn, "enabled"),
+}
+
+
+def torch_state() -> dict:
+    """Every setting of ``SETTINGS`` as it is now."""
+    return {name: read() for name, (read, _) in SETTINGS.items()}
+
+
+def restore_torch_state(state: dict) -> None:
+    """Put back each setting that changed since ``state`` (only those)."""
+    now = torch_state()
+    for name, (_, write) in SETTINGS.items():
+        if now[name] != state[name]:
+            write(state[name])
+
+
+def functions() -> dict:
+    """{(id(owner), name): (owner, value)} for every function, class and module bound in a module of ``ROOTS``, and every method
+    of a class defined there (read from the class's own ``__dict__``: no descriptor runs)."""
+    bound = {}
+    for module_name, module in list(sys.modules.items()):
+        if module_name.partition(".")[0] not in ROOTS or not isinstance(module, types.ModuleType):
+            continue
+        for name, value in list(vars(module).items()):
+            if issubclass(type(value), type):  # not isinstance: it may read a deprecated object's __class__
+                bound[(id(module), name)] = (module, value)
+                if vars(value).get("__module__") == module_name:
+                    for attribute, member in list(vars(value).items()):
+                        if _code_like(member):
+                            bound[(id(value), attribute)] = (value, member)
+            elif _code_like(value):
+                bound[(id(module), name)] = (module, value)
+    return bound
+
+
+def _code_like(value) -> bool:
+    return callable(value) or issubclass(type(value), (staticmethod, classmethod, property, types.ModuleType))
+
+
+def snapshot() -> tuple[dict, dict]:
+    return torch_state(), functions()
+
+
+def changes(before: tuple[dict, dict]) -> tuple[list[str], list[str]]:
+    """(settings changed since ``before``, as 'NAME from A to B'; functions replaced or removed, by name)."""
+    state, bound = before
+    after = torch_state()
+    settings = [f"{name} from {state[name]!r} to {after[name]!r}" for name in state if after[name] != state[name]]
+    replaced = []
+    for (_, name), (owner, value) in bound.items():
+        now = vars(owner).get(name, _MISSING)
+        if now is not value and not _own_doing(owner, now):
+            replaced.append(f"{_owner_name(owner)}.{name}")
+    return settings, replaced
+
+
+_MISSING = object()
+
+
+def restore(before: tuple[dict, dict]) -> None:
+    """Put back every setting and function changed since ``before``."""
+    state, bound = before
+    restore_torch_state(state)
+    for (_, name), (owner, value) in bound.items():
+        if vars(owner).get(name, _MISSING) is not value:
+            setattr(owner, name, value)
+
+
+def _owner_name(owner) -> str:
+    if isinstance(owner, types.ModuleType):
+        return owner.__name__
+    return f"{vars(owner).get('__module__', '?')}.{owner.__qualname__}"
+
+
+def _root_of(owner) -> str:
+    name = owner.__name__ if isinstance(owner, types.ModuleType) else vars(owner).get("__module__", "")
+    return str(name).partition(".")[0]
+
+
+def _own_doing(owner, value) -> bool:
+    """Whether ``value``, now bound where another was, comes from the same package's code as its owner (importing
+    more of torch rebinds a few of its names)."""
+    if value is _MISSING:
+        return False
+    root = sys.modules.get(_root_of(owner))
+    home = Path(getattr(root, "__file__", "") or "").parent
+    if not getattr(root, "__file__", None):
+        return False
+    for candidate in (value, getattr(value, "__func__", None), getattr(value, "fget", None)):
+        if candidate is None:
+            continue
+        try:
+            where = Path(inspect.getfile(candidate)).resolve()
+        except (TypeError, OSError):
+            continue
+        return where.is_relative_to(home.resolve())
+    return False
