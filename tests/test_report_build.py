@@ -156,6 +156,33 @@ def test_a_page_is_reused_until_its_notebook_parameters_or_results_change(tmp_pa
     assert page_inputs(nb, {"n_boot": 10}, runs, None, csv) != first
 
 
+def test_a_compare_beside_the_runs_moves_no_page_s_fingerprint(tmp_path):
+    """The README's `rrlib compare ... --out outputs/compare/sigmoid_scalar` writes its verdict and trains its runs
+    beside the report's runs; no page reads that folder, so the main job after it rebuilds no page."""
+    outputs = tmp_path / "outputs"
+    runs = outputs / "runs"
+    read = {"power": outputs / "power" / "runs" / "micro" / "review" / "seed0",
+            "claims": outputs / "claims" / "depth4" / "review" / "seed0", "runs": runs / "family" / "review" / "seed0"}
+    for folder in read.values():
+        folder.mkdir(parents=True)
+        (folder / "result.json").write_text('{"fixed_loss": 1.5}')
+    csv = tmp_path / "paper.csv"
+    csv.write_text("size,variant\n")
+    pages = [nb for nb in NOTEBOOKS if not nb.per_size]
+    before = {nb.name: page_inputs(nb, {}, runs, None, csv) for nb in pages}
+    example = outputs / "compare" / "sigmoid_scalar"
+    run = example / "runs" / "family" / "sigmoid_scalar" / "seed0"
+    run.mkdir(parents=True)
+    for name in ("config.json", "result.json", "metrics.jsonl"):
+        (run / name).write_text("{}\n")
+    for name in ("verdict.csv", "verdict.json", "verdict.html"):
+        (example / name).write_text("variant,baseline\n")
+    assert {nb.name: page_inputs(nb, {}, runs, None, csv) for nb in pages} == before
+    (read["power"] / "result.json").write_text('{"fixed_loss": 1.4}')  # a root pages read still moves theirs
+    moved = {nb.name for nb in pages if page_inputs(nb, {}, runs, None, csv) != before[nb.name]}
+    assert moved == {nb.name for nb in pages if "power" in nb.own_roots}
+
+
 def test_a_page_that_may_read_benchmarks_is_rebuilt_when_one_changes(tmp_path):
     nb = next(n for n in NOTEBOOKS if n.name == "05_related_methods")
     runs, bench = tmp_path / "outputs" / "runs", tmp_path / "outputs" / "bench"
@@ -172,17 +199,18 @@ def test_a_page_that_may_read_benchmarks_is_rebuilt_when_one_changes(tmp_path):
     assert page_inputs(nb, {}, runs, "family", csv) == per_size  # a per-size page reads its runs only
 
 
-def test_index_neither_links_nor_shows_the_smoke_test_size(tmp_path):
+def test_index_links_the_smoke_test_size_s_page_built_or_not_and_shows_none_of_its_figures(tmp_path):
     from rrlib.report.index import write_index
     (tmp_path / "figures").mkdir()
-    for stem in ("03_sweep_mini", "03_sweep_tiny"):
-        (tmp_path / f"{stem}.reader.html").write_text(f"<title>{stem}</title>", encoding="utf-8")
+    for stem in ("03_sweep_mini", "03_sweep_tiny"):  # a per-size page's title is its notebook's, at every size
+        (tmp_path / f"{stem}.reader.html").write_text("<title>3 · The sweep</title>", encoding="utf-8")
     for stem in ("03_mini_final_loss", "03_tiny_final_loss", "01_gate_probe"):
         (tmp_path / "figures" / f"{stem}.png").write_bytes(b"")
     with_tiny = write_index(tmp_path, ["abstract"]).read_text(encoding="utf-8")
     assert 'href="03_sweep_mini.reader.html"' in with_tiny and 'src="figures/03_mini_final_loss.png"' in with_tiny
-    assert 'src="figures/01_gate_probe.png"' in with_tiny and "<code>03_sweep_tiny.reader.html</code>" in with_tiny
-    assert 'href="03_sweep_tiny' not in with_tiny and "03_tiny_final_loss" not in with_tiny
+    assert 'src="figures/01_gate_probe.png"' in with_tiny and "03_tiny_final_loss" not in with_tiny
+    assert 'href="03_sweep_tiny.reader.html">tiny</a>' in with_tiny and 'href="03_sweep_tiny.html"' in with_tiny
+    assert with_tiny.index('href="03_sweep_tiny.reader.html"') < with_tiny.index('href="03_sweep_mini.reader.html"')
     # a fresh clone has neither the smoke test's page nor its figures: the same index
     (tmp_path / "03_sweep_tiny.reader.html").unlink()
     (tmp_path / "figures" / "03_tiny_final_loss.png").unlink()

@@ -9,9 +9,6 @@ from pathlib import Path
 from .notebooks import NOTEBOOK_DIR, NOTEBOOKS, QUICK_SIZES, SIDE_ROOTS, SWEEPS, Notebook
 
 INPUTS = "inputs.json"  # in the report's folder: what each page was built from
-# outputs/looped: the looped study on its first grid, kept for its history; page 05 reads its successor,
-# outputs/looped_grid (since ee160e1), and no page reads it
-RETIRED_ROOTS = ("looped",)
 # verdict.csv: a design's verdict written by `rrlib compare` (page 08 reads the leaderboard's board call)
 RUN_FILES = ("result.json", "metrics.jsonl", "config.json", "weights.pt", "probes.json", "conversion.json",
              "verdict.csv")
@@ -22,11 +19,12 @@ def page_inputs(nb: Notebook, parameters: dict, runs: Path, size: str | None, pa
     """A fingerprint of what a page is built from: its notebook, its parameters, the run files it can read, and
     for a summary page (``nb.summary``) the tables in ``tables`` of the pages built before it.
 
-    A per-size page reads its size's runs; the others may read any run beside ``runs`` (the looped sweep keeps
-    its own roots there) except the smoke-test size, whose runs the main job trains afresh, the ``own_roots`` of
-    other pages that it does not name itself, and the ``RETIRED_ROOTS`` no page reads, and any benchmark
-    result (``outputs/bench/*.json``: notebook 05 shows the family's measured speed and memory). The library's
-    own code is not part of it: after a change there, ``--force`` rebuilds every page.
+    A per-size page reads its size's runs; the others read the runs under ``runs`` but the smoke-test size's, whose
+    runs the main job trains afresh, the run roots beside it that some page reads (``SIDE_ROOTS``) but the
+    ``own_roots`` of other pages that it does not name itself, and the benchmark results (``outputs/bench/*.json``:
+    notebook 05 shows the family's measured speed and memory). Nothing else beside ``runs`` is read, so a user's
+    folder there (``outputs/compare/``, where the README's example writes) rebuilds no page. The library's own code
+    is not part of it: after a change there, ``--force`` rebuilds every page.
     """
     import hashlib
 
@@ -55,13 +53,14 @@ def _root(runs: Path, size: str | None) -> Path:
 
 def input_files(nb: Notebook, runs: Path, size: str | None) -> list[Path]:
     """The run and benchmark files a page can read (``page_inputs`` says which), in a fixed order."""
-    skipped = [] if size else [runs / s for s in QUICK_SIZES] + [runs.parent / r for r in RETIRED_ROOTS] + [
-        runs.parent / r for other in NOTEBOOKS if other.name != nb.name for r in other.own_roots
-        if r not in nb.own_roots]
-    bench = runs.parent / "bench"
-    return sorted(p for p in _root(runs, size).rglob("*")
-                  if (p.name in RUN_FILES or not size and p.parent == bench and p.suffix == ".json")
-                  and not any(p.is_relative_to(s) for s in skipped))
+    if size:
+        return sorted(p for p in (runs / size).rglob("*") if p.name in RUN_FILES)
+    others = {r for other in NOTEBOOKS if other.name != nb.name for r in other.own_roots} - set(nb.own_roots)
+    roots = [runs] + [runs.parent / r for r in SIDE_ROOTS if r not in others]
+    skipped = [runs / s for s in QUICK_SIZES]
+    bench = sorted((runs.parent / "bench").glob("*.json"))
+    return sorted([p for root in roots for p in root.rglob("*")
+                   if p.name in RUN_FILES and not any(p.is_relative_to(s) for s in skipped)] + bench)
 
 
 def read_inputs(out: Path) -> dict:
@@ -124,7 +123,8 @@ def cost_text(runs: list) -> str:
     by_size = ", ".join(f"{size}: {n}" for size, n in Counter(r.size for r in runs).items())
     flops = sum(training_flops(r) for r in runs)
     seconds = flops / matmul_peak(runs[0].data.cache_dir)  # the figure the CPU guard keeps: the same from call to call
-    took = f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min" if seconds >= 60 else "seconds"
+    took = (f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min" if seconds >= 60
+            else f"{seconds:.0f} s")
     where = (f"at least {took} on this CPU at its full matmul speed"
              if pick_device(runs[0].train.device).type == "cpu" else "on this GPU")
     return f"{len(runs)} runs ({by_size}), {flops:.1e} training FLOPs, {where}"
