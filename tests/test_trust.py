@@ -315,6 +315,18 @@ def test_setup_script_writes_nothing_user_global():
     assert "--user" not in script and "ipykernel install --sys-prefix" in script
 
 
+def test_a_cost_under_a_minute_is_said_in_seconds(monkeypatch):
+    from rrlib.report import inputs
+    from rrlib.runs import pace
+    from rrlib.runs.device import training_flops
+    from rrlib.runs.presets import resolve_run
+
+    runs = [resolve_run("tiny", "review", seed) for seed in (0, 1)]
+    flops = sum(training_flops(r) for r in runs)
+    monkeypatch.setattr(pace, "matmul_peak", lambda cache_dir: flops / 12.4)  # this CPU: 12.4 s for both
+    assert inputs.cost_text(runs).endswith("at least 12 s on this CPU at its full matmul speed")
+
+
 def test_report_lists_missing_runs_with_their_cost_and_trains_none_unasked(tmp_path):
     (tmp_path / "runs").mkdir()
     out = cli("report", "--runs", str(tmp_path / "runs"), "--only", "02_depth_stability", "--out",

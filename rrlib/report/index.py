@@ -193,25 +193,30 @@ def _comparisons(out: Path) -> str:
             "verdicts, their strength and the command that reproduces them).</p>\n<ul>\n" + "\n".join(items) + "\n</ul>")
 
 
-def _sections(out: Path, skipped: tuple[str, ...]) -> str:
+def _sections(out: Path) -> str:
     """The index's list of pages: each page's own title (which carries its number), its blurb and its two versions;
-    a per-size notebook once, with one line per size below it, the size and its model's parameters in the text."""
+    a per-size notebook once, with one line per size below it, the size and its model's parameters in the text.
+
+    The smoke-test size's page comes first among its notebook's sizes, built or not: every build makes it and the
+    repository does not keep it (.gitignore), so the committed index links it and stays the same either way."""
     import itertools
 
     def versions(stem):
         return f'<span class="alt">(<a href="{stem}.html">with code</a>)</span>'
 
-    shown = [page for page in rendered_pages(out) if not page[1].startswith(skipped)]
     lines = []
-    for nb, pages in itertools.groupby(shown, key=lambda page: page[0]):  # a notebook's pages are consecutive
+    for nb, pages in itertools.groupby(rendered_pages(out), key=lambda page: page[0]):  # a notebook's are consecutive
         pages = list(pages)
         if not nb.per_size:
             lines += [f'<li><a href="{stem}.reader.html">{html.escape(title)}</a>: {html.escape(nb.blurb)} '
                       f"{versions(stem)}</li>" for _, stem, title in pages]
             continue
+        smoke = [f"{nb.name}_{q}" for q in QUICK_SIZES]
+        stems = smoke + [stem for _, stem, _ in pages if stem not in smoke]
+        note = ' <span class="alt">the smoke test: every build makes it, the repository does not keep it</span>'
         sizes = [f'<li><a href="{stem}.reader.html">{html.escape(stem.removeprefix(nb.name + "_"))}</a>: '
-                 f"{_size_key(stem, nb.name) / 1e6:.2f} M parameters (Review) {versions(stem)}</li>"
-                 for _, stem, _ in pages]
+                 f"{_size_key(stem, nb.name) / 1e6:.2f} M parameters (Review) {versions(stem)}"
+                 f"{note if stem in smoke else ''}</li>" for stem in stems]
         title = pages[0][2].rpartition(" — ")[0]  # rendered_pages appends the size
         lines.append(f"<li>{html.escape(title)}: {html.escape(nb.blurb)}\n<ul>\n" + "\n".join(sizes) + "\n</ul></li>")
     return "\n".join(lines)
@@ -237,13 +242,11 @@ def _smoke_test_prefixes() -> tuple[str, ...]:
 def write_index(out: Path, paragraphs: list[str]) -> Path:
     """``index.html``: abstract, the sections (reader's and full versions), the figures. No scripts.
 
-    The smoke-test size's page and figures are made by every build and not committed (.gitignore), so the index
-    names that page without linking it and shows none of its figures: the committed index is then the same
-    whether or not a build made them, and a fresh clone's has no broken link or image.
+    The smoke-test size's page and figures are made by every build and not committed (.gitignore): the index links
+    that page (``_sections``) and shows none of its figures, so the committed index is the same whether or not a
+    build made them.
     """
     skipped = _smoke_test_prefixes()
-    smoke = ", ".join(f"<code>{nb.name}_{q}.reader.html</code>" for nb in NOTEBOOKS if nb.per_size
-                      for q in QUICK_SIZES)
     figures = [f for f in sorted((out / "figures").glob("*.png")) if not f.stem.startswith(skipped)]
     captions = {f: html.escape(png_title(f) or f.stem) for f in figures}
     gallery = "\n".join(f'<a href="figures/{f.name}"><figure><img src="figures/{f.name}" alt="{captions[f]}">'
@@ -272,10 +275,9 @@ figcaption {{ font-size: 0.8em; color: #555; }} a {{ color: #1f5fa8; }}
 {body}
 <h2>Sections</h2>
 <ul class="sections">
-{_sections(out, skipped)}
+{_sections(out)}
 </ul>
-<p class="alt">Each section links its reader's version; "with code" is the executed notebook. The smoke-test
-size's page ({smoke}) is made by every build beside this one and not kept in the repository.</p>
+<p class="alt">Each section links its reader's version; "with code" is the executed notebook.</p>
 {_comparisons(out)}
 <h2>Figures</h2>
 <div class="gallery">

@@ -69,7 +69,7 @@ def _tokenize_to_file(stories: Iterable[str], tokenizer: Tokenizer, path: Path, 
     finally:
         tmp.unlink(missing_ok=True)  # a failed or interrupted run leaves no half-written cache behind
     seconds = time.perf_counter() - start
-    print(f"tokenised {n_stories:,} stories -> {n_tokens:,} {tokenizer.name} tokens in {seconds:.1f}s "
+    print(f"tokenised {n_stories:,} stories -> {n_tokens:,} tokens ({tokenizer.name}) in {seconds:.1f}s "
           f"({n_bytes / 1e6 / seconds:.1f} MB/s of text) -> {path}")
 
 
