@@ -27,8 +27,12 @@ def data_copy(shared) -> Path:
 
 def hub_stand_in(monkeypatch, stories_by_split: dict, calls: list):
     """`datasets.load_dataset` answering from lists of stories, recording how it was called and how many rows
-    were read (a streamed split is read only as far as the cut)."""
+    were read (a streamed split is read only as far as the cut); the hub answers when asked whether it is there."""
     import datasets
+
+    from rrlib.runs import sources
+
+    monkeypatch.setattr(sources, "hub_unreachable", lambda: None)
 
     def load_dataset(name, split, streaming=False):
         calls.append((name, split, streaming))
@@ -196,13 +200,31 @@ def test_a_clone_trains_with_rrlib_data_set(tmp_path, data_copy):
     assert result["data_hash"] == expected
 
 
-def test_a_clone_with_neither_stops_in_one_sentence_before_writing_a_run(tmp_path):
+def closed_port() -> str:
+    """An address where nothing listens: a connection is refused at once, as on a machine with no network."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
+@pytest.mark.parametrize("hub", ["offline", "no network"])
+def test_a_clone_with_neither_stops_in_one_sentence_within_seconds_before_writing_a_run(tmp_path, hub):
+    """Set offline, the hub is not asked; with no network, it is asked once, quietly (datasets' own requests
+    would retry with backoff for about 25 s, printing a warning a try)."""
+    import time
+
     clone = clone_without_shared(tmp_path)
-    done = train_tiny(clone, {"HF_HUB_OFFLINE": "1"})  # offline: the hub answers at once, as with no network
+    env = {"HF_HUB_OFFLINE": "1"} if hub == "offline" else {"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": closed_port()}
+    start = time.perf_counter()
+    done = train_tiny(clone, env)
+    took = time.perf_counter() - start
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: rrlib's data is not on this machine"), done.stderr
-    assert "RRLIB_DATA" in lines[0] and "internet" in lines[0]
+    assert "RRLIB_DATA" in lines[0] and "internet" in lines[0] and done.stdout == ""
+    assert took < 12, f"the sentence took {took:.0f} s"
     assert not (clone / "outputs" / "runs").exists()
 
 

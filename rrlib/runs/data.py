@@ -272,9 +272,32 @@ def _read_stories(path: Path) -> Iterator[str]:
             yield story
 
 
+def hub_unreachable() -> str | None:
+    """Why the Hugging Face hub cannot be asked, in words; None where it answers.
+
+    Asked once, by one short request without retries, and not at all where the hub is set offline
+    (``HF_HUB_OFFLINE``): without a network ``datasets`` retries each request with backoff, about 25 s and a
+    warning a try, before the one sentence a user needs."""
+    try:
+        from huggingface_hub import constants
+        from huggingface_hub.utils import get_session
+    except ImportError as err:
+        return f"{err.name} is not installed"
+    if constants.HF_HUB_OFFLINE:
+        return "HF_HUB_OFFLINE is set"
+    try:
+        get_session().head(constants.ENDPOINT, timeout=5)
+    except Exception as err:  # no network, no name resolution, a refused connection, a timeout: no answer
+        return (str(err).strip().splitlines() or [type(err).__name__])[0]
+    return None
+
+
 def hub_stories(dataset: str, split: str, max_stories: int | None) -> Iterator[str]:
     """Stories of a `datasets` hub split; network or hub failures become one DataError naming data_path."""
     hub_name = DATASETS[dataset]
+    if (reason := hub_unreachable()) is not None:
+        raise DataError(f"could not load {hub_name} ({split}) through datasets: the hub cannot be reached ({reason}); "
+                        f"offline, pass data_path= (and val_path=) to a local .txt, .jsonl or .parquet copy")
     try:
         import datasets
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 
-from .data import BOTH_WAYS, DATA_VARIABLE, EOT, DataError, data_root, iter_stories, sha256_of
+from .data import BOTH_WAYS, DATA_VARIABLE, EOT, DataError, data_root, hub_unreachable, iter_stories, sha256_of
 from .disk import write_bytes_atomic
 
 HUB_DATASET = "roneneldan/TinyStories"
@@ -121,6 +121,9 @@ def stories_hash(stories) -> str:
 
 def hub_cut(split: str, stories: int, normalised: bool) -> bytes:
     """The first ``stories`` stories of the hub's split, streamed (only those are read), in the raw-text format."""
+    if (reason := hub_unreachable()) is not None:
+        raise DataError(f"rrlib's data is not on this machine and {HUB_DATASET} could not be reached ({reason}); "
+                        f"{BOTH_WAYS}")
     try:
         import datasets
 
