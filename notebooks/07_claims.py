@@ -371,7 +371,8 @@ def family_gain_row(cid, variant):
 
 
 rows += [growth_row("attnres-growth", "attnres", "endpoint"), growth_row("attnres-growth-fit", "attnres", "fit"),
-         reach_row("attnres-growth-confirm", "mechanisms", reach_rows.mechanism_row, "attnres")]
+         reach_row("attnres-growth-confirm", "mechanisms", reach_rows.mechanism_row, "attnres"),
+         reach_row("attnres-outputs-confirm", "attnres_outputs", reach_rows.output_growth_row, "attnres")]
 rows.append(family_rows.block_keeps_gain(CLAIMS["attnres-block-keeps-gain"], summary, family_runs, family_size,
                                          link("05_related_methods", f"05_{family_size}_summary"), alpha))
 rows += [beyond_reach("attnres-compute"), beyond_reach("attnres-latency")]

@@ -2,7 +2,8 @@
 # Every claim the CPU can reach (rrlib/studies/depth_reach_study.py and looped_reach_study.py hold the registered
 # designs): ReZero's speed and LayerScale over depth (each a pilot, then the design it sizes), ReZero at 24-120
 # blocks and Highway at 100-300, the AttnRes and MGR mechanism runs on fresh seeds, the loop norms (a pilot, then
-# its design), then the looped L sweep (looped_study's unique_layers design, through scripts/looped_study.sh).
+# its design), then the looped L sweep (looped_study's unique_layers design, through scripts/looped_study.sh). The
+# controls of rrlib/studies/reach_control_study.py run when STUDIES names them (STUDIES="highway_control ...").
 # First it times one training step of every arm at each study's deepest size (step_times.json under the study's
 # folder) and prints each design with its arithmetic and cost. One run at a time, one thread; finished runs are
 # skipped, so a second call resumes; STUDIES picks some (default: all, in the order above).
@@ -12,7 +13,14 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} JOBS=1
 STUDIES=${STUDIES:-"rezero_speed layerscale_depth rezero_depth highway_depth mechanisms loop_norms unique_layers"}
-module_of() { [ "$1" = loop_norms ] && echo rrlib.studies.looped_reach_study || echo rrlib.studies.depth_reach_study; }
+module_of() {
+  case "$1" in
+    loop_norms) echo rrlib.studies.looped_reach_study ;;
+    highway_control|highway_rates|highway_horizon|rezero_control|rezero_horizon|layerscale_eps|layerscale_rates|\
+    layerscale_horizon|attnres_outputs) echo rrlib.studies.reach_control_study ;;
+    *) echo rrlib.studies.depth_reach_study ;;
+  esac
+}
 for study in $STUDIES; do
   [ "$study" = unique_layers ] && continue
   [ -f "outputs/$study/step_times.json" ] || python3 -m "$(module_of "$study")" --study "$study" --time || exit 1

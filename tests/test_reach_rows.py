@@ -273,11 +273,14 @@ def test_two_arms_of_one_rule_at_the_same_loss_stay_apart_in_the_depth_figure():
 
 def test_every_reach_study_is_sized_by_its_own_module(monkeypatch):
     """Page 07 and the README read one mapping of reach studies; each design comes from the module that sizes it."""
-    from rrlib.studies import depth_reach_study, looped_reach_study
+    from rrlib.studies import depth_reach_study, looped_reach_study, reach_control_study
 
-    assert list(looped_reach_study.REACH) == [*depth_reach_study.STUDIES, *looped_reach_study.STUDIES]
+    assert list(looped_reach_study.REACH) == [*depth_reach_study.STUDIES, *looped_reach_study.STUDIES,
+                                              *reach_control_study.STUDIES]
     monkeypatch.setattr(depth_reach_study, "design", lambda study: ("depth", study.name))
     monkeypatch.setattr(looped_reach_study, "design", lambda study: ("looped", study.name))
+    monkeypatch.setattr(reach_control_study, "design", lambda study: ("control", study.name))
     assert looped_reach_study.reach_design("loop_norms") == ("looped", "loop_norms")
     assert looped_reach_study.reach_design("highway_depth") == ("depth", "highway_depth")
+    assert looped_reach_study.reach_design("highway_control") == ("control", "highway_control")
     assert list(looped_reach_study.claims_answered())[-1] == looped_reach_study.L_SWEEP.name

@@ -222,28 +222,32 @@ def layerscale_row(claim, study: Study, design: dict, evidence: str, alpha: floa
 # ---------------------------------------------------------------- AttnRes and MGR on fresh seeds
 
 
-def growth_by_depth(study: Study, rule: str, seeds, alpha: float = 0.05) -> pd.DataFrame:
-    """Per depth: standard's growth over depth of the hidden state's RMS − ``rule``'s, in the trained models
-    (primary) and trained − init (beside), paired by seed; Holm over the depths on the primary; the detectable
-    difference at the level Holm leaves (α over the depths)."""
+def growth_by_depth(study: Study, rule: str, seeds, alpha: float = 0.05, metric: str = "read_rms",
+                    primary: str = "trained") -> pd.DataFrame:
+    """Per depth: standard's growth over depth of ``metric`` − ``rule``'s, paired by seed, in the trained models
+    (``trained``) and trained − init (``learned``); the ``primary`` one is tested (``effect`` ... ``p``, Holm over the
+    depths, the detectable difference at the level Holm leaves: α over the depths), the other beside it
+    (``learned`` and ``learned_p`` where the trained models are primary, ``trained`` and ``trained_p`` otherwise)."""
     rows = []
     arms = {a.name: a for a in study.arms}
+    beside = "learned" if primary == "trained" else "trained"
     for size in study.sizes:
         growth = {}
         for name in ("standard", rule):
             scales = read_probes(study.arm_root(arms[name]), size, [arms[name].variant], seeds)
-            growth[name] = pd.Series({key: probes.depth_growth(part, "read_rms")
+            growth[name] = pd.Series({key: probes.depth_growth(part, metric)
                                       for key, part in scales.groupby(["seed", "state"])}, dtype=float)
         diff = (growth["standard"] - growth[rule]).dropna()
         diff = diff.unstack() if len(diff) else pd.DataFrame()  # no probe yet: no seed to pair
         trained = diff.get("trained", pd.Series(dtype=float)).dropna()
         learned = (diff["trained"] - diff["init"]).dropna() if {"trained", "init"} <= set(diff) else trained[:0]
-        test = ledger.paired(trained.to_numpy(), alpha)
-        sd = float(trained.std(ddof=1)) if len(trained) > 1 else np.nan
+        values = {"trained": trained, "learned": learned}
+        test = ledger.paired(values[primary].to_numpy(), alpha)
+        sd = float(values[primary].std(ddof=1)) if len(values[primary]) > 1 else np.nan
         rows.append({"rule": rule, "size": size, **test,
-                     "mde": detectable_gap(sd, len(trained), alpha / len(study.sizes)),
-                     "learned": learned.mean() if len(learned) else np.nan,
-                     "learned_p": ledger.paired(learned.to_numpy(), alpha)["p"]})
+                     "mde": detectable_gap(sd, len(values[primary]), alpha / len(study.sizes)),
+                     beside: values[beside].mean() if len(values[beside]) else np.nan,
+                     f"{beside}_p": ledger.paired(values[beside].to_numpy(), alpha)["p"]})
     table = pd.DataFrame(rows)
     return table.assign(p_holm=holm(table["p"]))
 
@@ -263,6 +267,26 @@ def mechanism_row(claim, study: Study, rule: str, design: dict, evidence: str, a
                       f"standard's − {rule}'s, seeds {seeds[0]}–{seeds[-1]} paired at each depth: " + "; ".join(
                           f"{r.size} {r.effect:+.3f} (Holm p {r.p_holm:.2g}; trained − init {r.learned:+.3f})"
                           for r in table.itertuples()) + "; the depth least in the claim's favour decides",
+               ledger.judge("directional", effect, p, alpha=alpha), evidence, effect, low, high, p,
+               claim.correction, detectable=chosen["mde"])
+
+
+def output_growth_row(claim, study: Study, rule: str, design: dict, evidence: str, alpha: float = 0.05) -> dict:
+    """``rule``'s sublayer outputs grow less over depth with training than standard's, at every depth: the learned
+    growth (trained − init) of ``update_rms`` is the test, the trained models' growth beside it."""
+    if waiting := unread(claim, study, design):
+        return waiting
+    seeds = design["seeds"]
+    table = growth_by_depth(study, rule, seeds, alpha, "update_rms", "learned")
+    if int(table["n"].min()) < len(seeds):
+        return unfinished(claim, f"the {rule} and standard {study.name} probe", int(table["n"].min()), len(seeds))
+    effect, low, high, p = ledger.intersection(*(table[c].to_numpy() for c in ("effect", "ci_low", "ci_high",
+                                                                               "p_holm")))
+    chosen = table.iloc[ledger.binding(table["p_holm"], table["effect"])]
+    return row(claim, f"learned growth over depth (trained − init) of the sublayer outputs' RMS (log₂, the fit over "
+                      f"every sublayer), standard's − {rule}'s, seeds {seeds[0]}–{seeds[-1]} paired at each depth: "
+               + "; ".join(f"{r.size} {r.effect:+.3f} (Holm p {r.p_holm:.2g}; in the trained models {r.trained:+.3f})"
+                           for r in table.itertuples()) + "; the depth least in the claim's favour decides",
                ledger.judge("directional", effect, p, alpha=alpha), evidence, effect, low, high, p,
                claim.correction, detectable=chosen["mde"])
 

@@ -25,6 +25,8 @@ design         the study that answers it (registered with its design, before its
 registered     the commit or date the metric, test and margin were fixed
 status         registered, or exploratory: a later reading of a registered record (``follows`` names it), shown
                beside it; the registered record decides the verdict
+control        the studies that say what setting the verdict holds in (a positive control, a bracket of learning
+               rates, a longer horizon), the rule by which each bears on the verdict, and when they were registered
 =============  ====================================================================================================
 
 A bad entry stops the load with one sentence naming the file, the entry and what is wrong.
@@ -43,7 +45,7 @@ STATUSES = ("registered", "exploratory")
 SIDES = ("upper", "both")
 REQUIRED = ("id", "paper", "source", "where", "label", "kind", "metric", "test", "correction", "scope", "design",
             "registered", "status")
-OPTIONAL = ("quote", "paraphrase", "margin", "paper_effect", "needs", "follows")
+OPTIONAL = ("quote", "paraphrase", "margin", "paper_effect", "needs", "follows", "control")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +69,7 @@ class Claim:
     paper_effect: dict | None = None
     needs: dict | None = None
     follows: str | None = None
+    control: str | None = None
 
     @property
     def pending(self) -> bool:

@@ -1,6 +1,6 @@
 """The rules whose state is the residual stream h itself: each sublayer's update is committed to h by a formula.
 
-    standard        h + u                          the pre-norm residual
+    standard        h + u                          the pre-norm residual (post_norm=True: RMSNorm(h + u), u = f(h))
     review          h + r ⊙ u,  r = σ(W_r [rms(h); rms(u)] + b_r)     the paper's method
     review_convex   (1 − r) ⊙ h + r ⊙ u            the same gate, no identity path
     review_state_only, review_update_only   h + r ⊙ u with the gate fed only rms(h), or only rms(u)
@@ -20,18 +20,42 @@ from torch import nn
 from .protocol import INIT_STD, ConfigError, ResidualRule, StreamShape, register, rms
 
 HIGHWAY_GATE_INITS = ("gpt2", "zero")
+POST_NORM_EPS = 1e-5  # the model's own norms' (rrlib.model.NORM_EPS)
 
 
 @register("standard")
 class Standard(ResidualRule):
     r"""The pre-norm residual: every proposal is committed blindly.
 
-        h ──────────────(+)── h'        h' = h + u
-          └─ norm ─ f ─ u ─┘
+        post_norm=False (default)   h ──────────────(+)── h'            h' = h + u,  u = f(RMSNorm(h))
+                                      └─ norm ─ f ─ u ─┘
+        post_norm=True              h ──────────────(+)── norm ── h'    h' = RMSNorm(h + u),  u = f(h)
+                                      └────── f ─ u ─┘
+
+    ``post_norm=True`` is the original Transformer's residual (Vaswani et al., 2017), the baseline ReZero's paper
+    (arXiv 2003.04887) measures its speed against: the sublayer reads the stream without a norm of its own, and a
+    norm with its own gain (1 at init) follows every addition. RMSNorm, not LayerNorm, as every norm of this
+    model; the final RMSNorm before the tied head stays (after the last sublayer's norm it only rescales by its
+    gain).
     """
 
-    def commit(self, h, u):
-        return h + u
+    def __init__(self, shape: StreamShape, post_norm: bool = False):
+        super().__init__(shape)
+        if not isinstance(post_norm, bool):
+            raise ConfigError(f"standard's post_norm must be true or false, got {post_norm!r}")
+        self.pre_norm = not post_norm  # the model drops the sublayers' own norms when False (rrlib.model.GPT)
+        self.norms = nn.ModuleList(nn.RMSNorm(shape.d_model, eps=POST_NORM_EPS) for _ in range(shape.n_unique)) \
+            if post_norm else None
+
+    def reset_parameters(self):
+        for norm in self.norms or ():
+            nn.init.ones_(norm.weight)
+
+    def step_params(self, i):
+        return (self.norms[self.shape.unique(i)],) if self.norms is not None else ()
+
+    def commit(self, h, u, norm=None):
+        return h + u if norm is None else norm(h + u)
 
 
 class _ReviewGate(ResidualRule):

@@ -172,19 +172,20 @@ def speedup(study: Study, rezero: Arm, standard: Arm, target: float, seed: int) 
                                                                                    target))
 
 
-def speed_reading(study: Study, seeds) -> dict:
-    """ReZero's speed design from its pilot: each rule's best rate, the target loss, and per seed the speedup at it
-    (``speedup``; the design reads only their spread)."""
+def speed_reading(study: Study, seeds, rules=("rezero", "standard")) -> dict:
+    """ReZero's speed design from its pilot: each rule's best rate (``rules``: ReZero, then the baseline its arms'
+    names start with), the target loss, and per seed the speedup at it (``speedup``; the design reads only their
+    spread)."""
     runs = finished(study, seeds=study.pilot_seeds)
     loss = runs["fixed_loss"].astype(float).where(runs["status"] == "finished", np.inf)  # a rate that diverged loses
     best = {}
-    for rule in ("rezero", "standard"):
+    for rule in rules:
         means = loss[runs["arm"].str.startswith(rule + "_")].groupby(runs["arm"]).mean()
         best[rule] = next(a for a in study.arms if a.name == means.idxmin())
     chosen = runs[runs["arm"].isin([a.name for a in best.values()])]
     target = float(chosen["fixed_loss"].max() + SPEED_SLACK)
-    speedups = [speedup(study, best["rezero"], best["standard"], target, s) for s in seeds]
-    return {"arms": (best["rezero"], best["standard"]), "target_loss": target, "speedups": np.array(speedups)}
+    speedups = [speedup(study, best[rules[0]], best[rules[1]], target, s) for s in seeds]
+    return {"arms": (best[rules[0]], best[rules[1]]), "target_loss": target, "speedups": np.array(speedups)}
 
 
 def layerscale_gaps(study: Study, seeds) -> pd.DataFrame:

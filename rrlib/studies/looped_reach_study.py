@@ -56,7 +56,7 @@ import numpy as np
 import pandas as pd
 
 from ..runs.presets import resolve_run
-from . import depth_reach_study, looped_study, probes, sizing
+from . import depth_reach_study, looped_study, probes, reach_control_study, sizing
 from .claims_study import read_probes
 from .study_plan import Arm, Study, main as study_main, pilot_done
 
@@ -107,8 +107,9 @@ STUDIES = {LOOP_NORMS.name: LOOP_NORMS}
 # The L sweep is a design of looped_study (a lattice of rates at each L), not a Study: page 07 lists its runs and its
 # claim after the reach studies', under the design's name.
 L_SWEEP = looped_study.UNIQUE_LAYERS
-# Every study the CPU reaches by itself, in page 07's order: the depth studies, then the loop norms.
-REACH = {**depth_reach_study.STUDIES, **STUDIES}
+# Every study the CPU reaches by itself, in page 07's order: the depth studies, the loop norms, then the studies that
+# say what setting the depth studies' verdicts hold in (and the AttnRes outputs' confirmatory design).
+REACH = {**depth_reach_study.STUDIES, **STUDIES, **reach_control_study.STUDIES}
 
 
 def claims_answered() -> dict[str, tuple]:
@@ -118,7 +119,9 @@ def claims_answered() -> dict[str, tuple]:
 
 def reach_design(name: str) -> dict:
     """The design of reach study ``name``, by the module that sizes it."""
-    return (design if name in STUDIES else depth_reach_study.design)(REACH[name])
+    if name in STUDIES:
+        return design(REACH[name])
+    return (reach_control_study if name in reach_control_study.STUDIES else depth_reach_study).design(REACH[name])
 
 
 def stream_slopes(study: Study, seeds, state: str = "trained") -> pd.DataFrame:

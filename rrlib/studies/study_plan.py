@@ -47,6 +47,7 @@ class Arm:
     lr: float | None = None
     tested: bool = True  # False: read beside the tested arms, at the study's ``context_seeds`` only
     sizes: tuple | None = None  # where an arm stops short of the study's sizes (the study says why); None: all
+    steps: int | None = None  # where an arm trains longer than the study (the study says why); None: the study's
 
     def sweep_args(self) -> list[str]:
         args = ["--variants", self.variant]
@@ -87,6 +88,9 @@ class Study:
     def arm_sizes(self, arm: Arm) -> tuple:
         return arm.sizes or self.sizes
 
+    def arm_steps(self, arm: Arm) -> int:
+        return arm.steps or self.steps
+
 
 ENDED = ("finished", "diverged")  # a run that ended either way is an outcome of its design, not a run to wait for
 
@@ -118,7 +122,7 @@ def sweep_lines(study: Study, arms, seeds) -> list[str]:
     extra = list(study.extra) + (["--set", "train.keep_weights=fp32"] if study.probe else [])
     return [" ".join([f"{study.name}_{arm.name}_{size}", "--size", size, *arm.sweep_args(),
                       "--seeds", ",".join(str(s) for s in arm_seeds(study, arm, seeds)), "--out", study.arm_root(arm),
-                      "--steps", str(study.steps), "--device", "cpu", *extra])
+                      "--steps", str(study.arm_steps(arm)), "--device", "cpu", *extra])
             for arm in arms for size in study.arm_sizes(arm)]
 
 
@@ -182,7 +186,7 @@ def step_seconds(study: Study, arm: Arm, size: str) -> float:
 
 
 def cpu_hours(study: Study, arms, seeds) -> float:
-    return sum(step_seconds(study, arm, size) * study.steps * len(arm_seeds(study, arm, seeds))
+    return sum(step_seconds(study, arm, size) * study.arm_steps(arm) * len(arm_seeds(study, arm, seeds))
                for arm in arms for size in study.arm_sizes(arm)) / 3600
 
 
@@ -191,7 +195,7 @@ def cpu_hours(study: Study, arms, seeds) -> float:
 
 def arm_words(arm: Arm) -> str:
     settings = [arm.variant] + [f"{k}={v}" for k, v in arm.options] + ([f"lr {arm.lr:g}"] if arm.lr else []) + (
-        [f"only at {', '.join(arm.sizes)}"] if arm.sizes else [])
+        [f"only at {', '.join(arm.sizes)}"] if arm.sizes else []) + ([f"{arm.steps} steps"] if arm.steps else [])
     return f"{arm.name} ({' '.join(settings)})"
 
 
@@ -219,8 +223,9 @@ def describe(study: Study, design: dict, arms, seeds) -> str:
     if timed.exists():
         for row in json.loads(timed.read_text()):
             fits = "fits" if row["peak_memory_GB"] < MEMORY_LIMIT_GB else "DOES NOT FIT"
+            steps = next((study.arm_steps(a) for a in study.arms if a.name == row["arm"]), study.steps)
             lines.append(f"  timed at {row['size']}: {row['arm']} {row['step_seconds']:.3f} s/step, "
-                         f"{row['step_seconds'] * study.steps / 60:.1f} min/run, peak {row['peak_memory_GB']:.2f} GB "
+                         f"{row['step_seconds'] * steps / 60:.1f} min/run, peak {row['peak_memory_GB']:.2f} GB "
                          f"({fits} {MEMORY_LIMIT_GB:g} GB)")
     return "\n".join(lines)
 
