@@ -1,5 +1,6 @@
-"""Shared fixtures: where the offline data lives, CPU-only determinism, and a residual rule of one's own."""
+"""Shared fixtures: rrlib's data, found as the library finds it, CPU-only determinism, and a rule of one's own."""
 import os
+import shutil
 import textwrap
 from pathlib import Path
 
@@ -7,26 +8,63 @@ import pytest
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
+# A test skipped for want of the data says these words: .ci/run fails on them where RRLIB_DATA names the data
+NO_DATA = "for want of rrlib's data"
+# GPT-2's BPE files as tiktoken's own gpt2 encoding fetches them (tiktoken_ext.openai_public)
+GPT2_URL = "https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/"
 
-
-def shared_dir() -> Path:
-    """The offline data folder: $RRLIB_SHARED, else ../shared beside the checkout."""
-    return Path(os.environ.get("RRLIB_SHARED", REPO.parent / "shared")).resolve()
-
-
-# The suite reads rrlib's data from the local copy (rrlib.runs.sources), as a machine without internet does; the
-# tests that check the other ways unset it or point it elsewhere themselves. Set here, before any test starts a
-# subprocess, so that every command and notebook kernel the tests start inherits it.
-os.environ.setdefault("RRLIB_DATA", str(shared_dir() / "data"))
-os.environ.setdefault("RRLIB_PAPERS", str(shared_dir() / "papers"))  # where the records' quotes are checked
+# The records' quotes are checked against the papers' texts ($RRLIB_PAPERS, rrlib.claims.quotes). Where it is unset,
+# a papers/ folder beside the data folder that $RRLIB_DATA names is read: one setting reaches both. Set here,
+# before any test starts a subprocess, so that every command it starts inherits it.
+if os.environ.get("RRLIB_DATA") and not os.environ.get("RRLIB_PAPERS"):
+    papers = Path(os.environ["RRLIB_DATA"]).expanduser().resolve().parent / "papers"
+    if papers.is_dir():
+        os.environ["RRLIB_PAPERS"] = str(papers)
 
 
 @pytest.fixture(scope="session")
-def shared() -> Path:
-    path = shared_dir()
-    if not path.is_dir():
-        pytest.skip(f"offline data folder {path} not found (set RRLIB_SHARED)")
-    return path
+def data(tmp_path_factory) -> Path:
+    """rrlib's data folder (``tinystories/`` with both samples, ``gpt2/`` with the BPE files), found as the library
+    finds it (rrlib.runs.sources): ``$RRLIB_DATA``, each file checked against its recorded SHA-256; else the samples
+    cut earlier into the library's cache, or cut from the hub now, and GPT-2's BPE through tiktoken's download,
+    gathered into a folder of the test session's; else the test is skipped in a sentence that names RRLIB_DATA.
+    Commands the tests start find the data the same way: through $RRLIB_DATA, else the library's cache."""
+    from rrlib.home import project_path
+    from rrlib.runs.config import DataConfig
+    from rrlib.runs.data import GPT2_FILES, DataError, data_root, gpt2_folder
+    from rrlib.runs.sources import SAMPLES, locate
+
+    try:
+        root = data_root()
+        samples = {name: locate(name, project_path(DataConfig().cache_dir))[0] for name in SAMPLES}
+        if root is not None:
+            gpt2_folder(None)  # its two files, checked
+            return root
+        from tiktoken.load import read_file_cached
+
+        bpe = {name: read_file_cached(GPT2_URL + name, sha256) for name, sha256 in GPT2_FILES.items()}
+    except DataError as err:
+        pytest.skip(f"{NO_DATA}: {err}")
+    except (OSError, ValueError) as err:  # tiktoken's download: no connection, or other bytes than GPT-2's
+        pytest.skip(f"{NO_DATA}: GPT-2's BPE files could not be fetched ({type(err).__name__}); set RRLIB_DATA to a "
+                    f"local copy of rrlib's data folder")
+    folder = tmp_path_factory.mktemp("data")
+    for name, path in samples.items():
+        (folder / SAMPLES[name].folder).mkdir(exist_ok=True)
+        shutil.copy(path, folder / SAMPLES[name].folder / name)
+    (folder / "gpt2").mkdir()
+    for name, body in bpe.items():
+        (folder / "gpt2" / name).write_bytes(body)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def data_copy(data) -> Path:
+    """The data folder where ``$RRLIB_DATA`` names it: for a test that points RRLIB_DATA at it. (A train sample cut
+    from the hub holds the sample's stories but not its bytes, which $RRLIB_DATA's check asks for.)"""
+    if not os.environ.get("RRLIB_DATA"):
+        pytest.skip(f"{NO_DATA}: this test points RRLIB_DATA at a copy of rrlib's data folder; set RRLIB_DATA")
+    return data
 
 
 THREADS = max(1, min(2, os.cpu_count() or 1))
@@ -55,7 +93,7 @@ def pytest_collection_modifyitems(items):
 
 
 @pytest.fixture(scope="session")
-def quick_report(tmp_path_factory, shared) -> Path:
+def quick_report(tmp_path_factory, data) -> Path:
     """One `python -m rrlib report --quick` build in a temporary folder, shared by the notebook and browser tests.
 
     The folder holds paper/ (the rendered report), runs/ (the run folders) and build/ (executed notebooks).

@@ -158,8 +158,8 @@ def test_sweep_hours_take_the_larger_neighbour_on_a_tie():
     assert hours["flop_estimated_hours"] == pytest.approx(1.44e19 / (0.4 * 1e13) / 3600)
 
 
-def test_paper_sweep_in_rrlib_names(shared):
-    runs = pricing.paper_runs(shared / "reference" / "scaling_v8.csv")
+def test_paper_sweep_in_rrlib_names():
+    runs = pricing.paper_runs(pricing.PAPER_CSV)
     assert len(runs) == 42
     assert {r["size"] for r in runs} == {"60m", "150m", "320m", "590m", "1b"}
     assert {r["variant"] for r in runs} == {"review", "highway", "standard"}
@@ -181,9 +181,9 @@ def test_user_errors_are_one_sentence(argv, message, capsys):
     assert err.startswith(message) and err.count("\n") == 1
 
 
-def test_tokenize_benchmark(shared):
-    path = shared / "data" / "tinystories" / "TinyStories-valid-sample.txt"
-    out = bench.bench_tokenize(path, shared / "data" / "gpt2")
+def test_tokenize_benchmark(data):
+    path = data / "tinystories" / "TinyStories-valid-sample.txt"
+    out = bench.bench_tokenize(path, data / "gpt2")
     assert out["stories"] == 1000
     assert out["bytes"]["tokens"] == out["text_bytes"]  # one token per UTF-8 byte
     assert 0 < out["gpt2"]["tokens"] < out["bytes"]["tokens"]

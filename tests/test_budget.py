@@ -2,6 +2,7 @@
 import pandas as pd
 import pytest
 
+from rrlib.home import REFERENCE_CSV
 from rrlib.model import count_params
 from rrlib.runs.config import ConfigError
 from rrlib.runs.presets import load_preset, resolve_run
@@ -27,8 +28,8 @@ def test_a_bad_budget_is_one_sentence(tpp):
         resolve_run("60m_tpp2", "review", 0, {"train": {"tokens_per_param": tpp}})
 
 
-def test_the_papers_own_sweep_costs_its_recorded_minutes_at_its_measured_speed(shared):
-    csv = shared / "reference" / "scaling_v8.csv"
+def test_the_papers_own_sweep_costs_its_recorded_minutes_at_its_measured_speed():
+    csv = REFERENCE_CSV
     speed = paper_tokens_per_s(csv)
     runs = pd.read_csv(csv)
     for paper_size, size in (("60M", "60m"), ("150M", "150m")):

@@ -11,7 +11,7 @@ from rrlib.stats import verdict
 
 
 
-def test_compare_end_to_end_at_tiny_agrees_with_the_statistics_module(tmp_path, shared, monkeypatch, capsys,
+def test_compare_end_to_end_at_tiny_agrees_with_the_statistics_module(tmp_path, data, monkeypatch, capsys,
                                                                        registry_as_it_was, user_rule):
     from rrlib.__main__ import main
 

@@ -14,18 +14,18 @@ from rrlib.runs.token_cache import load_token_data
 
 
 @pytest.fixture
-def gpt2_dir(shared):
-    return shared / "data" / "gpt2"
+def gpt2_dir(data):
+    return data / "gpt2"
 
 
 @pytest.fixture
-def train_txt(shared):
-    return shared / "data" / "tinystories" / "TinyStories-train-sample.txt"
+def train_txt(data):
+    return data / "tinystories" / "TinyStories-train-sample.txt"
 
 
 @pytest.fixture
-def valid_txt(shared):
-    return shared / "data" / "tinystories" / "TinyStories-valid-sample.txt"
+def valid_txt(data):
+    return data / "tinystories" / "TinyStories-valid-sample.txt"
 
 
 @pytest.fixture

@@ -341,13 +341,15 @@ def test_the_sweep_is_priced_once_from_every_sizes_file_per_precision(tmp_path):
     assert "tf32, eager (the paper's configuration)" in (tmp_path / "sweep.md").read_text()
 
 
-def test_the_committed_paper_csv_is_the_shared_one(shared):
+def test_the_committed_paper_csv_is_the_released_table():
+    """Byte for byte the paper's released run table: the SHA-256 its README records (outputs/reference/)."""
+    import hashlib
+    import re
+
     from rrlib.speed import pricing
 
-    source = shared / "reference" / "scaling_v8.csv"
-    if not source.is_file():
-        pytest.skip("no shared reference data beside the checkout")
-    assert pricing.PAPER_CSV.read_bytes() == source.read_bytes()
+    recorded = re.search(r"SHA-256\s+`([0-9a-f]{64})`", (pricing.PAPER_CSV.parent / "README.md").read_text()).group(1)
+    assert hashlib.sha256(pricing.PAPER_CSV.read_bytes()).hexdigest() == recorded
 
 
 def test_bf16_matching_widens_in_multiples_of_8_and_tf32_keeps_the_papers_widths():

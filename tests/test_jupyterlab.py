@@ -68,7 +68,7 @@ class Page:
 
 
 @pytest.fixture
-def lab(tmp_path, shared):
+def lab(tmp_path, data):
     """A JupyterLab server over a folder holding notebook 01 (quick parameters), and a headless Chromium tab."""
     import nbformat
 

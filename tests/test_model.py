@@ -8,6 +8,7 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
+from rrlib.home import REFERENCE_CSV
 from rrlib.model import GPT, ModelConfig, count_params
 from rrlib.rules import RULES
 from rrlib.runs.presets import match_params, resolve_run
@@ -119,9 +120,9 @@ def test_flops_match_torch_flop_counter(variant):
     assert 3 * counter.get_total_flops() == 16 * model.flops_per_token()
 
 
-def test_paper_parameter_counts(shared):
+def test_paper_parameter_counts():
     """Every (size, variant) cell of the paper's table, parameter-matched, to 0.01 M."""
-    ref = pd.read_csv(shared / "reference" / "scaling_v8.csv").drop_duplicates(["size", "variant"])
+    ref = pd.read_csv(REFERENCE_CSV).drop_duplicates(["size", "variant"])
     assert len(ref) == 15
     for row in ref.itertuples():
         variant = "review" if row.variant == "review_neutral" else row.variant

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow  # an end-to-end check: .ci/run runs it, `pytest -
 
 
 @pytest.fixture(scope="module")
-def mechanism_runs(tmp_path_factory, shared):
+def mechanism_runs(tmp_path_factory, data):
     nb = next(n for n in NOTEBOOKS if n.name == "01_mechanism")
     root = tmp_path_factory.mktemp("headless")
     parameters = {**nb.quick, "out_root": str(root / "runs"), "local_out_root": str(root / "local")}

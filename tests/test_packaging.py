@@ -108,12 +108,12 @@ def test_the_installed_package_is_the_wheel_and_its_home_is_the_working_folder(v
 
 
 @pytest.mark.slow
-def test_the_rrlib_command_trains_tiny_in_an_empty_folder(venv, tmp_path, shared):
-    """The preset's data found through RRLIB_DATA (the suite sets it), as a user without internet would; a file of
-    one's own by --data-path."""
-    data = shared / "data" / "tinystories" / "TinyStories-train-sample.txt"
+def test_the_rrlib_command_trains_tiny_in_an_empty_folder(venv, tmp_path, data_copy):
+    """The preset's data found through RRLIB_DATA, as a user without internet would; a file of one's own by
+    --data-path."""
+    sample = data_copy / "tinystories" / "TinyStories-train-sample.txt"
     done = in_venv(venv, ["rrlib", "train", "--size", "tiny", "--variant", "review", "--steps", "3",
-                          "--eval-every", "3", "--ckpt-every", "3"], tmp_path, RRLIB_DATA=str(shared / "data"))
+                          "--eval-every", "3", "--ckpt-every", "3"], tmp_path, RRLIB_DATA=str(data_copy))
     assert done.returncode == 0, done.stderr
     result = json.loads((tmp_path / "outputs/runs/tiny/review/seed0/result.json").read_text(encoding="utf-8"))
     assert result["status"] == "finished" and result["steps"] == 3
@@ -123,7 +123,7 @@ def test_the_rrlib_command_trains_tiny_in_an_empty_folder(venv, tmp_path, shared
     own.write_text((REPO / "params" / "tiny.yaml").read_text(encoding="utf-8").replace("d_model: 64", "d_model: 32"),
                    encoding="utf-8")
     mine = in_venv(venv, ["rrlib", "train", "--size", "my_tiny.yaml", "--variant", "review", "--steps", "2",
-                          "--eval-every", "2", "--ckpt-every", "2", "--data-path", str(data)], tmp_path)
+                          "--eval-every", "2", "--ckpt-every", "2", "--data-path", str(sample)], tmp_path)
     assert mine.returncode == 0, mine.stderr
     result = json.loads((tmp_path / "outputs/runs/my_tiny/review/seed0/result.json").read_text(encoding="utf-8"))
     assert result["size"] == "my_tiny" and result["d_model"] == 32
@@ -132,10 +132,10 @@ def test_the_rrlib_command_trains_tiny_in_an_empty_folder(venv, tmp_path, shared
 
 
 @pytest.mark.slow
-def test_a_notebook_runs_through_papermill_in_an_empty_folder(venv, tmp_path, shared):
+def test_a_notebook_runs_through_papermill_in_an_empty_folder(venv, tmp_path, data):
     """The Colab case: no checkout, only the installed package; the data arrives by a parameter."""
     source = REPO / "notebooks" / "03_sweep.ipynb"
-    settings = {"data": {"data_path": str(shared / "data" / "tinystories" / "TinyStories-train-sample.txt")}}
+    settings = {"data": {"data_path": str(data / "tinystories" / "TinyStories-train-sample.txt")}}
     done = in_venv(venv, [str(venv / "bin" / "python"), "-m", "papermill", str(source), "out.ipynb", "-k", "python3",
                           "-p", "size", "tiny", "-y", json.dumps({"variants": ["standard", "review"], "seeds": [0],
                                                                   "steps": 2, "settings": settings})], tmp_path)

@@ -6,7 +6,6 @@ HF's GPT2TokenizerFast (a literal <|endoftext|> becomes EOS) and cuts the held-o
 """
 import dataclasses
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,6 @@ from rrlib.runs.presets import available_sizes, load_preset, resolve_run
 from rrlib.runs.token_cache import load_token_data
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ["RRLIB_DATA"])  # the offline data folder (tests/conftest.py sets it where it is unset)
 PAPER_SIZES = ("60m", "150m", "320m", "590m", "1b")
 
 
@@ -89,9 +87,9 @@ def test_paper_decays_every_tensor_rrlib_only_matrices():
     assert decayed(rrlib, model) == {id(p) for p in model.parameters() if p.dim() >= 2} != every
 
 
-def test_a_literal_eos_in_a_story_is_eos_as_hf_tokenises_it_or_text_when_asked():
+def test_a_literal_eos_in_a_story_is_eos_as_hf_tokenises_it_or_text_when_asked(data):
     text = "The end.<|endoftext|>Once"
-    gpt2_dir = DATA / "gpt2"
+    gpt2_dir = data / "gpt2"
     for name, kw in (("gpt2", {"gpt2_dir": gpt2_dir}), ("bytes", {})):
         special = get_tokenizer(name, eos_in_text="special", **kw)
         plain = get_tokenizer(name, eos_in_text="text", **kw)
@@ -103,8 +101,8 @@ def test_a_literal_eos_in_a_story_is_eos_as_hf_tokenises_it_or_text_when_asked()
         get_tokenizer("bytes", eos_in_text="maybe")
 
 
-def test_heldout_cut_floor_is_int_097_n_and_round_is_rrlibs_first_rule(tmp_path):
-    sample = DATA / "tinystories" / "TinyStories-train-sample.txt"
+def test_heldout_cut_floor_is_int_097_n_and_round_is_rrlibs_first_rule(tmp_path, data):
+    sample = data / "tinystories" / "TinyStories-train-sample.txt"
     cuts = {}
     for cut in ("floor", "round"):
         data = load_token_data(data_path=str(sample), tokenizer="bytes", cache_dir=tmp_path, heldout_cut=cut)

@@ -44,7 +44,7 @@ def fresh_process(monkeypatch, *modules):
         monkeypatch.delitem(sys.modules, name, raising=False)
 
 
-def test_a_helper_module_edited_after_its_runs_is_another_run(tmp_path, shared, monkeypatch, capsys):
+def test_a_helper_module_edited_after_its_runs_is_another_run(tmp_path, data, monkeypatch, capsys):
     monkeypatch.syspath_prepend(str(tmp_path))
     (tmp_path / "consts.py").write_text("SCALE = 1.0\n")
     (tmp_path / "my_rules.py").write_text(SCALED_RULE.format(imports="from consts import SCALE"))

@@ -20,11 +20,6 @@ from conftest import REPO
 TRAIN = "TinyStories-train-sample.txt"
 
 
-@pytest.fixture
-def data_copy(shared) -> Path:
-    return shared / "data"
-
-
 def hub_stand_in(monkeypatch, stories_by_split: dict, calls: list):
     """`datasets.load_dataset` answering from lists of stories, recording how it was called and how many rows
     were read (a streamed split is read only as far as the cut); the hub answers when asked whether it is there."""
@@ -168,7 +163,7 @@ def test_gpt2_files_from_rrlib_data_are_checked(monkeypatch, data_copy, tmp_path
 
 # ---------------------------------------------------------------- a clone with no folder beside it
 
-def clone_without_shared(tmp_path) -> Path:
+def clone_with_nothing_beside(tmp_path) -> Path:
     """The files a checkout runs `rrlib train` from, in a folder with nothing beside it."""
     clone = tmp_path / "clone"
     clone.mkdir()
@@ -181,14 +176,14 @@ def clone_without_shared(tmp_path) -> Path:
 
 def train_tiny(clone: Path, env: dict) -> subprocess.CompletedProcess:
     """The tiny training path of the main job's first page (the sweep at size tiny), one run of it."""
-    keep = {k: v for k, v in os.environ.items() if k not in ("RRLIB_DATA", "RRLIB_SHARED", "RRLIB_GPT2_DIR")}
+    keep = {k: v for k, v in os.environ.items() if k not in ("RRLIB_DATA", "RRLIB_GPT2_DIR")}
     return subprocess.run([sys.executable, "-m", "rrlib", "train", "--size", "tiny", "--variant", "review",
                            "--seed", "0", "--set", "train.steps=4"], cwd=clone, capture_output=True, text=True,
                           timeout=300, env={**keep, "OMP_NUM_THREADS": "1", **env})
 
 
 def test_a_clone_trains_with_rrlib_data_set(tmp_path, data_copy):
-    clone = clone_without_shared(tmp_path)
+    clone = clone_with_nothing_beside(tmp_path)
     done = train_tiny(clone, {"RRLIB_DATA": str(data_copy)})
     assert done.returncode == 0, done.stderr[-2000:]
     import json
@@ -215,7 +210,7 @@ def test_a_clone_with_neither_stops_in_one_sentence_within_seconds_before_writin
     would retry with backoff for about 25 s, printing a warning a try)."""
     import time
 
-    clone = clone_without_shared(tmp_path)
+    clone = clone_with_nothing_beside(tmp_path)
     env = {"HF_HUB_OFFLINE": "1"} if hub == "offline" else {"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": closed_port()}
     start = time.perf_counter()
     done = train_tiny(clone, env)

@@ -8,6 +8,7 @@ import pytest
 from scipy import stats as sps
 
 from rrlib import stats
+from rrlib.home import REFERENCE_CSV
 
 HEADLINE = {  # the paper's table: mean val_loss per size for review, highway, standard
     "60M": (1.6891, 1.6923, 1.6805), "150M": (1.5576, 1.5625, 1.5548), "320M": (1.5001, 1.5042, 1.5037),
@@ -16,8 +17,8 @@ HEADLINE = {  # the paper's table: mean val_loss per size for review, highway, s
 
 
 @pytest.fixture(scope="module")
-def paper(shared):
-    return stats.load_results(shared / "reference" / "scaling_v8.csv")
+def paper():
+    return stats.load_results(REFERENCE_CSV)
 
 
 @pytest.fixture(scope="module")

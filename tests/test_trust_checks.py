@@ -60,11 +60,11 @@ def no_training(monkeypatch):
 
 
 @pytest.fixture
-def stories(tmp_path, shared) -> Path:
+def stories(tmp_path, data) -> Path:
     """A private copy of the TinyStories sample (its name and bytes), which a test may change."""
     folder = tmp_path / "data"
     folder.mkdir()
-    return Path(shutil.copy(shared / "data" / "tinystories" / "TinyStories-train-sample.txt", folder))
+    return Path(shutil.copy(data / "tinystories" / "TinyStories-train-sample.txt", folder))
 
 
 def interrupt_at(monkeypatch, step: int, error: BaseException):

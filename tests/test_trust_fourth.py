@@ -347,7 +347,7 @@ def test_a_broken_entry_point_of_another_package_is_named_skipped_and_named_agai
 
 # ---------------------------------------------------------------- compare keeps its runs out of the committed study
 
-def test_compare_trains_under_its_own_root_and_reads_the_study_s_runs_without_writing_there(tmp_path, shared):
+def test_compare_trains_under_its_own_root_and_reads_the_study_s_runs_without_writing_there(tmp_path, data):
     from rrlib.compare import engine
     from rrlib.runs.sweep import run_sweep
 
@@ -415,7 +415,7 @@ def test_a_yes_for_a_setting_of_named_choices_names_them(tmp_path, monkeypatch, 
     assert "YAML reads yes" in err and not (tmp_path / "runs").exists()
 
 
-def test_a_log_removed_while_the_run_trains_is_said_and_the_run_is_not_recorded(tmp_path, monkeypatch, shared):
+def test_a_log_removed_while_the_run_trains_is_said_and_the_run_is_not_recorded(tmp_path, monkeypatch, data):
     from rrlib.runs import train
     from rrlib.runs.presets import resolve_run
     from rrlib.runs.runfiles import StateError
@@ -505,7 +505,7 @@ def test_a_rule_identical_to_its_baseline_on_every_seed_is_equivalent_not_inconc
     assert verdict.compare_pairs(table, ["copy"], ["standard"]).iloc[0]["verdict"] == "inconclusive"
 
 
-def test_compare_s_advice_about_a_run_folder_names_runs_not_out(tmp_path, monkeypatch, capsys, shared):
+def test_compare_s_advice_about_a_run_folder_names_runs_not_out(tmp_path, monkeypatch, capsys, data):
     other = [*TINY, "--set", "train.lr=0.001"]  # a finished run of other settings where compare's would go
     assert cli(tmp_path, monkeypatch, capsys, "train", "--variant", "review", *other, "--out", "verdict/runs")[0] == 0
     status, _, err = cli(tmp_path, monkeypatch, capsys, "compare", "--variants", "review", "--against", "standard",

@@ -27,7 +27,7 @@ def python(code: str, cwd, env=None):
                           env={**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{cwd}", **(env or {})})
 
 
-def test_a_rule_file_trains_and_its_run_records_origin_and_hash(tmp_path, shared, monkeypatch, capsys, user_rule):
+def test_a_rule_file_trains_and_its_run_records_origin_and_hash(tmp_path, data, monkeypatch, capsys, user_rule):
     from rrlib.rules import external
 
     user_rule(tmp_path)
@@ -144,7 +144,7 @@ def test_the_same_class_defined_again_replaces_itself():
     assert RULES.pop("twice_defined_rule") is TwiceDefined
 
 
-def test_the_sweep_notebook_takes_rules_and_variants_as_parameters(tmp_path, shared, user_rule):
+def test_the_sweep_notebook_takes_rules_and_variants_as_parameters(tmp_path, data, user_rule):
     """papermill -p rules my_rules.py -p variants review,sigmoid_scalar: the kernel loads the file, the list is a list."""
     import papermill
 
