@@ -14,17 +14,38 @@
 # ---
 
 # %% tags=["colab"]
-# On Colab, fetch and install the project first; anywhere else rrlib is already installed.
+# On Colab: clone rrlib and install it beside Colab's own torch; anywhere else rrlib is installed already.
+# (Made from pyproject.toml's [project.urls] Repository by rrlib.report.colab: edit that, not this cell.)
 import sys
 
 REPO_URL = "https://github.com/rrlib-project/rrlib"
 if "google.colab" in sys.modules:
     import os
+    import re
     import subprocess
+    import tomllib
+
+    class SetupError(Exception):
+        def _render_traceback_(self):  # IPython shows the sentence alone, without a traceback
+            return [str(self)]
+
+    def why(done):  # git's or pip's own line saying what failed
+        lines = done.stderr.strip().splitlines() or [f"exit status {done.returncode}"]
+        return next((line for line in lines if line.startswith(("fatal: ", "ERROR: "))), lines[-1]).split(": ", 1)[-1]
 
     if not os.path.isdir("rrlib"):
-        subprocess.run(["git", "clone", "--depth", "1", REPO_URL, "rrlib"], check=True)
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", "rrlib"], check=True)
+        done = subprocess.run(["git", "clone", "-q", "--depth", "1", REPO_URL, "rrlib"], capture_output=True, text=True)
+        if done.returncode:
+            raise SetupError(f"rrlib could not be fetched from {REPO_URL} ({why(done)}); check that the "
+                             f"repository is reachable from here, or upload a copy of it as the folder rrlib/")
+    with open("rrlib/pyproject.toml", "rb") as f:
+        project = tomllib.load(f)["project"]
+    needs = [d for d in project["dependencies"] + project["optional-dependencies"]["report"]
+             if not re.match(r"torch\b", d)]
+    for args in (["--no-deps", "-e", "rrlib"], needs):  # rrlib without torch, then what it needs besides
+        done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", *args], capture_output=True, text=True)
+        if done.returncode:
+            raise SetupError(f"pip could not install {' '.join(args)} ({why(done)})")
     os.chdir("rrlib")
     sys.path.insert(0, os.getcwd())
 

@@ -8,12 +8,16 @@ fingerprint does not change. An installed package (a wheel in site-packages) car
 reference table inside itself, and reads and writes run folders, caches and relative data paths against
 ``$RRLIB_HOME``, else the folder the process started in: never site-packages.
 
-Imports nothing, so that the command line's ``--help`` can read it without loading torch.
+The repository's address is named once, in ``pyproject.toml`` (``[project.urls] Repository``): ``REPO_URL`` reads it
+there in a checkout, and from the installed package's metadata elsewhere; the notebooks' Colab cell and badges are
+made from it (rrlib.report.colab).
+
+Imports nothing heavy, so that the command line's ``--help`` can read it without loading torch.
 """
 import os
+import re
 from pathlib import Path
 
-REPO_URL = "https://github.com/rrlib-project/rrlib"  # the one place: pyproject, CITATION.cff, badges, notebooks
 HOME_VARIABLE = "RRLIB_HOME"
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -27,6 +31,21 @@ else:  # the wheel maps params/, notebooks/ and outputs/reference/ into the pack
     PROJECT_ROOT = Path(os.path.abspath(os.path.expanduser(os.environ.get(HOME_VARIABLE) or os.getcwd())))
     PARAMS_DIR, NOTEBOOK_DIR = PACKAGE_DIR / "params", PACKAGE_DIR / "notebooks"
     REFERENCE_CSV = PACKAGE_DIR / "reference" / "scaling_v8.csv"
+
+
+def _repository_url() -> str:
+    """``[project.urls] Repository``: of ``pyproject.toml`` in a checkout, else of the installed package."""
+    if IN_CHECKOUT:
+        found = re.search(r'^\[project\.urls\][^[]*?^Repository = "([^"]+)"',
+                          (_CHECKOUT / "pyproject.toml").read_text(encoding="utf-8"), re.M | re.S)
+        return found.group(1)
+    from importlib.metadata import metadata
+
+    return next(url.split(", ", 1)[1] for url in metadata("rrlib").get_all("Project-URL")
+                if url.startswith("Repository, "))
+
+
+REPO_URL = _repository_url()
 
 
 def project_path(path: str | os.PathLike) -> Path:

@@ -1,10 +1,13 @@
-"""JupyterLab as the README says: it opens the text notebooks, and notebook 01's live controls redraw its figure.
+"""JupyterLab as the README says: it opens the text notebooks, notebook 01's live controls redraw its figure, and a
+committed notebook opened and saved is byte for byte as committed.
 
-A JupyterLab server on localhost serves a folder with notebook 01 (its .py source, and its .ipynb with quick
-parameters); headless Chromium, driven over the DevTools protocol, opens the .ipynb, runs every cell, finds the
-slider and the figure, moves the slider with the keyboard and sees the figure change. Skipped where JupyterLab
-or Chromium is not installed.
+A JupyterLab server on localhost serves a folder (notebook 01's .py source and its .ipynb with quick parameters, or
+a git repository of the committed notebooks); headless Chromium, driven over the DevTools protocol, opens a
+notebook: it runs every cell, finds the slider and the figure, moves the slider with the keyboard and sees the
+figure change; or it waits for the kernel, saves, and git sees no change. Skipped where JupyterLab or Chromium is
+not installed.
 """
+import contextlib
 import json
 import os
 import secrets
@@ -83,6 +86,14 @@ def lab(tmp_path, data):
     values = {**nb.quick, "out_root": str(tmp_path / "runs"), "local_out_root": str(tmp_path / "local")}
     quick.cells.insert(where + 1, nbformat.v4.new_code_cell("\n".join(f"{k} = {v!r}" for k, v in values.items())))
     nbformat.write(quick, root / "quick.ipynb")
+    with served(tmp_path, root, "quick.ipynb") as opened:
+        yield opened
+
+
+@contextlib.contextmanager
+def served(tmp_path, root: Path, notebook: str):
+    """A JupyterLab server over ``root`` and a headless Chromium tab with ``notebook`` open in it: (tab, the
+    server's REST API)."""
     token, port, debug_port = secrets.token_hex(16), free_port(), free_port()
     env = {**os.environ, "OMP_NUM_THREADS": "1", "JUPYTER_CONFIG_DIR": str(tmp_path / "config"),
            "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
@@ -107,7 +118,7 @@ def lab(tmp_path, data):
              "--disable-component-update", "--disable-sync", "--no-first-run",
              f"--user-data-dir={tmp_path / 'chrome'}",
              f"--remote-debugging-port={debug_port}", "--window-size=1400,1000",
-             f"{base}/lab/tree/quick.ipynb?token={token}"],
+             f"{base}/lab/tree/{notebook}?token={token}"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
         def tab():
@@ -126,17 +137,21 @@ def lab(tmp_path, data):
                 process.wait(timeout=30)
 
 
+def opened_with_its_kernel(page):
+    wait_for(lambda: page.js("!!(window.jupyterapp && document.querySelector('.jp-Notebook .jp-Cell'))"), 120,
+             "the notebook to open")
+    kernel_idle = ("(() => { const s = jupyterapp.shell.currentWidget?.sessionContext?.session;"
+                   " return s?.kernel?.status === 'idle'; })()")
+    wait_for(lambda: page.js(kernel_idle), 120, "the kernel")
+
+
 def test_lab_opens_the_text_notebook_and_the_slider_redraws_the_figure(lab):
     page, api = lab
     # jupytext's contents manager: the .py source opens as a notebook, cells and all
     text_notebook = api("/api/contents/01_mechanism.py?type=notebook&content=1")
     assert text_notebook["type"] == "notebook" and len(text_notebook["content"]["cells"]) > 10
 
-    wait_for(lambda: page.js("!!(window.jupyterapp && document.querySelector('.jp-Notebook .jp-Cell'))"), 120,
-             "the notebook to open")
-    kernel_idle = ("(() => { const s = jupyterapp.shell.currentWidget?.sessionContext?.session;"
-                   " return s?.kernel?.status === 'idle'; })()")
-    wait_for(lambda: page.js(kernel_idle), 120, "the kernel")
+    opened_with_its_kernel(page)
     page.js("jupyterapp.commands.execute('notebook:run-all-cells')")
     figure = "document.querySelector('.jp-OutputArea .widget-image, .jp-OutputArea img.widget-image')"
     wait_for(lambda: page.js(f"!!({figure} && {figure}.src)"), 300, "the live figure to render")
@@ -146,3 +161,25 @@ def test_lab_opens_the_text_notebook_and_the_slider_redraws_the_figure(lab):
     for _ in range(4):  # four steps of 0.05 in cos(u, h)
         page.press("ArrowRight", 39)
     wait_for(lambda: page.js(f"{figure}.src") != before, 60, "the figure to change after the slider moved")
+
+
+def test_a_committed_notebook_opened_and_saved_is_as_committed(tmp_path):
+    """JupyterLab writes the kernel's language_info into a notebook it opens: the committed .ipynb carry it, so
+    opening one changes nothing to save, and saving it (both files of the pair, through jupytext) leaves git status
+    clean."""
+    root = tmp_path / "clone"
+    shutil.copytree(REPO / "notebooks", root / "notebooks", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / ".gitignore", root)  # JupyterLab's .ipynb_checkpoints/ are ignored
+    git = ["git", "-c", "user.name=ci", "-c", "user.email=ci@localhost", "-C", str(root)]
+    for command in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "the committed notebooks"]):
+        subprocess.run(git + command, check=True, capture_output=True)
+    notebook = "notebooks/01_mechanism.ipynb"
+    with served(tmp_path, root, notebook) as (page, api):
+        opened_with_its_kernel(page)
+        time.sleep(2)  # the kernel's info reaches the notebook's metadata
+        assert page.js("jupyterapp.shell.currentWidget.context.model.dirty") is False, "opening it changed it"
+        saved = api(f"/api/contents/{notebook}?content=0")["last_modified"]
+        page.js("jupyterapp.commands.execute('docmanager:save')")
+        wait_for(lambda: api(f"/api/contents/{notebook}?content=0")["last_modified"] != saved, 60, "the save")
+    status = subprocess.run(git + ["status", "--porcelain"], capture_output=True, text=True, check=True).stdout
+    assert status == "", f"saving in JupyterLab changed the committed notebooks:\n{status}"

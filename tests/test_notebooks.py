@@ -6,6 +6,7 @@ import jupytext
 import nbformat
 import pytest
 
+from rrlib.report import colab
 from rrlib.report.notebooks import NOTEBOOK_DIR, NOTEBOOKS, declared_parameters, notebook_source
 from rrlib.report.render import math_as_svg
 
@@ -32,7 +33,7 @@ def test_paired_ipynb_is_in_sync_and_stripped(name):
     paired = nbformat.read(NOTEBOOK_DIR / f"{name}.ipynb", as_version=4)
     source = jupytext.read(NOTEBOOK_DIR / f"{name}.py")
     assert [(c.cell_type, c.source) for c in paired.cells] == [(c.cell_type, c.source) for c in source.cells], \
-        f"{name}.ipynb is out of sync: run `jupytext --to ipynb notebooks/{name}.py`"
+        f"{name}.ipynb is out of sync: run `jupytext --sync notebooks/{name}.py`"
     # the .ipynb converts back to the .py byte for byte (so no pairing metadata lives in one file only)
     assert jupytext.writes(paired, fmt="py:percent") == (NOTEBOOK_DIR / f"{name}.py").read_text()
     for cell in paired.cells:
@@ -40,6 +41,14 @@ def test_paired_ipynb_is_in_sync_and_stripped(name):
             assert cell.outputs == [] and cell.execution_count is None, f"{name}.ipynb has outputs: strip them"
     assert paired.metadata["kernelspec"]["name"] == "python3"
     assert paired.metadata["jupytext"]["formats"] == "ipynb,py:percent"  # paired: JupyterLab saves both
+    # what JupyterLab writes into a notebook it opens (its kernel's language_info), so that opening one changes
+    # nothing: all of it but the Python version, which is the kernel's (tests/test_jupyterlab.py opens one)
+    from ipykernel.ipkernel import IPythonKernel
+
+    def but_version(info):
+        return {k: v for k, v in info.items() if k != "version"}
+
+    assert but_version(paired.metadata["language_info"]) == but_version(IPythonKernel.language_info)
 
 
 def test_an_edit_to_the_ipynb_reaches_the_py_by_sync_and_the_build_refuses_a_pair_that_differs(tmp_path,
@@ -70,7 +79,7 @@ def test_notebooks_share_one_colab_setup_cell():
     first = [percent_cells(name)[0] for name in NAMES]
     assert all("colab" in c.metadata.get("tags", []) for c in first)
     assert len({c.source for c in first}) == 1, "the Colab setup cell differs between notebooks"
-    assert 'if "google.colab" in sys.modules' in first[0].source and "REPO_URL = " in first[0].source
+    assert first[0].source == colab.setup_cell()  # made from pyproject.toml (tests/test_colab.py runs it)
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -30,14 +30,13 @@ def test_every_subpackage_and_data_folder_is_listed_for_the_wheel():
     assert all((REPO / folder).is_dir() for folder in tool["package-dir"].values())
 
 
-def test_the_repository_url_is_named_in_one_way_everywhere():
+def test_the_repository_url_is_named_once_in_the_package_metadata():
     project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    assert {url.removesuffix("/issues") for url in project["urls"].values()} == {REPO_URL}
+    assert project["urls"] == {"Repository": REPO_URL}
+    assert sum(text.count(REPO_URL) for text in (
+        (REPO / name).read_text(encoding="utf-8") for name in ("pyproject.toml", "CITATION.cff", "rrlib/home.py"))) == 1
     citation = yaml.safe_load((REPO / "CITATION.cff").read_text(encoding="utf-8"))
-    assert citation["repository-code"] == REPO_URL and citation["version"] == __version__
-    assert citation["preferred-citation"]["title"].startswith("Review Residuals")
-    for notebook in sorted((REPO / "notebooks").glob("*.py")):
-        assert f'REPO_URL = "{REPO_URL}"' in notebook.read_text(encoding="utf-8"), notebook.name
+    assert citation["version"] == __version__ and citation["preferred-citation"]["title"].startswith("Review Residuals")
 
 
 @pytest.fixture(scope="module")
@@ -98,11 +97,13 @@ def venv(wheel, tmp_path_factory) -> Path:
 
 @pytest.mark.slow
 def test_the_installed_package_is_the_wheel_and_its_home_is_the_working_folder(venv, tmp_path):
-    code = "import rrlib, rrlib.home as h; print(rrlib.__file__); print(h.IN_CHECKOUT, h.PROJECT_ROOT)"
+    code = ("import rrlib, rrlib.home as h; print(rrlib.__file__); print(h.IN_CHECKOUT, h.PROJECT_ROOT); "
+            "print(h.REPO_URL)")
     here = in_venv(venv, [str(venv / "bin" / "python"), "-c", code], tmp_path)
     assert here.returncode == 0, here.stderr
-    where, home = here.stdout.splitlines()
+    where, home, url = here.stdout.splitlines()
     assert where.startswith(str(venv)) and home == f"False {tmp_path}"
+    assert url == REPO_URL  # read from the installed package's metadata
     elsewhere = in_venv(venv, [str(venv / "bin" / "python"), "-c", code], tmp_path, RRLIB_HOME=str(tmp_path / "h"))
     assert elsewhere.stdout.splitlines()[1] == f"False {tmp_path / 'h'}"
 

@@ -29,7 +29,7 @@ from ..runs.config import PROJECT_ROOT, ConfigError, given_path, project_path
 from ..runs.arguments import seed_list, variant_list
 from ..runs.output_paths import FILE, checked_no_links, checked_output
 from ..runs.presets import load_preset
-from . import readme
+from . import colab, readme
 from .arguments import PAPER_CSV, parse_args
 from .index import COMPARISONS, abstract, rendered_pages, write_index
 from .inputs import check_run_files, cost_text, missing_runs, page_inputs, read_inputs, write_inputs
@@ -273,6 +273,8 @@ def main(argv=None) -> int:
         for document in readme.DOCUMENTS:
             if readme.update(project_path(document), out / "tables"):
                 print(f"[report] {document}: result tables regenerated from paper/tables", flush=True)
+        for name in colab.update_notebooks():  # after an edit of pyproject.toml's repository address
+            print(f"[report] notebooks/{name}: its Colab cell made again for {colab.REPO_URL}", flush=True)
     print(f"[report] {len(rendered_pages(out))} pages, {len(list((out / 'figures').glob('*.png')))} figures, "
           f"{time.perf_counter() - start:.0f} s: {shown(index)}")
     return 0

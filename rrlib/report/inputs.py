@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .colab import without_setup_cell
 from .notebooks import NOTEBOOK_DIR, NOTEBOOKS, QUICK_SIZES, SIDE_ROOTS, SWEEPS, Notebook
 
 INPUTS = "inputs.json"  # in the report's folder: what each page was built from
@@ -19,16 +20,18 @@ def page_inputs(nb: Notebook, parameters: dict, runs: Path, size: str | None, pa
     """A fingerprint of what a page is built from: its notebook, its parameters, the run files it can read, and
     for a summary page (``nb.summary``) the tables in ``tables`` of the pages built before it.
 
-    A per-size page reads its size's runs; the others read the runs under ``runs`` but the smoke-test size's, whose
-    runs the main job trains afresh, the run roots beside it that some page reads (``SIDE_ROOTS``) but the
-    ``own_roots`` of other pages that it does not name itself, and the benchmark results (``outputs/bench/*.json``:
-    notebook 05 shows the family's measured speed and memory). Nothing else beside ``runs`` is read, so a user's
-    folder there (``outputs/compare/``, where the README's example writes) rebuilds no page. The library's own code
-    is not part of it: after a change there, ``--force`` rebuilds every page.
+    The notebook is its jupytext source without the Colab setup cell, which its page leaves out and which does
+    nothing off Colab (rrlib.report.colab). A per-size page reads its size's runs; the others read the runs under
+    ``runs`` but the smoke-test size's, whose runs the main job trains afresh, the run roots beside it that some page
+    reads (``SIDE_ROOTS``) but the ``own_roots`` of other pages that it does not name itself, and the benchmark
+    results (``outputs/bench/*.json``: notebook 05 shows the family's measured speed and memory). Nothing else beside
+    ``runs`` is read, so a user's folder there (``outputs/compare/``, where the README's example writes) rebuilds no
+    page. The library's own code is not part of it: after a change there, ``--force`` rebuilds every page.
     """
     import hashlib
 
-    digest = hashlib.sha256((NOTEBOOK_DIR / f"{nb.name}.py").read_bytes())
+    source = NOTEBOOK_DIR / f"{nb.name}.py"
+    digest = hashlib.sha256(without_setup_cell(source.read_text(encoding="utf-8"), source.name).encode())
     digest.update(json.dumps(parameters, sort_keys=True).encode())
     if paper_csv.exists():
         digest.update(paper_csv.read_bytes())

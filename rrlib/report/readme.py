@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..stats import ledger
+from .colab import badges
 from .tables import fmt_p as _p  # the pages' p-value format: two significant digits, – when missing
 
 BLOCK = re.compile(r"(<!-- rrlib:(?P<name>[a-z0-9_]+) -->\n)(?P<body>.*?)(<!-- /rrlib:(?P=name) -->)", re.S)
@@ -295,12 +296,13 @@ def leaderboard(tables: Path) -> str:
                       "verdict", "step time per FLOP vs standard"], rows)
 
 
-# the documents that hold generated blocks, relative to the project root; each block lives in one of them
-DOCUMENTS = ("README.md", "docs/results.md")
+# the documents that hold generated blocks, relative to the project root; each block lives in one of them, but the
+# Colab badges (made from the repository's address, rrlib.report.colab), which the README and docs/notebooks.md hold
+DOCUMENTS = ("README.md", "docs/results.md", "docs/notebooks.md")
 BUILDERS = {"abstract": abstract, "depth": depth, "looped": looped, "looped_power": looped_power,
             "cpu_scale": cpu_scale, "recipe": recipe, "size_tokens": size_tokens, "family": family,
             "family_mini": family_mini, "paper_tests": paper_tests, "claims": claims, "powered": powered,
-            "reach": reach, "leaderboard": leaderboard}
+            "reach": reach, "leaderboard": leaderboard, "colab": badges}
 
 
 def render(text: str, tables: Path) -> str:
