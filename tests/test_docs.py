@@ -67,11 +67,41 @@ def test_every_doc_page_is_linked_from_the_readme_and_the_readme_fits_a_screen()
         assert machine not in readme
 
 
-def test_every_notebook_has_its_colab_badge_at_the_one_repository_url():
-    from rrlib.home import REPO_URL
 
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    owner_and_name = REPO_URL.removeprefix("https://github.com/")
-    for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
-        assert f"colab.research.google.com/github/{owner_and_name}/blob/main/notebooks/{notebook.name}" in readme
-    assert "OWNER" not in readme
+def written_by_the_readme_s_examples() -> list[str]:
+    """The files the README's examples write in the project's folder: a file it shows to write (a code block that
+    starts with its name as a comment), papermill's output, a run that `train` makes, what `compare` and `bench`
+    write in --out (bench without it writes outputs/bench/, the committed benchmarks that pages read). `sweep` and
+    `report` write into the committed results and report, which they find done already: .ci/run runs the main job
+    and checks it leaves them as committed. The GPU lines (torchrun, sbatch) train the paper's sizes, whose results
+    the project commits."""
+    written = []
+    for block in FENCE.findall((ROOT / "README.md").read_text(encoding="utf-8")):
+        if re.match(r"# [\w.]+\.py\n", block):
+            written.append(block.split("\n")[0][2:])
+        for line in block.replace("\\\n", " ").splitlines():
+            argv = shlex.split(line.split(" # ")[0])
+            if argv[:1] == ["papermill"]:
+                written.append(argv[2])
+            match = COMMAND.search(line.split(" # ")[0].strip())
+            if not match or argv[0] in ("torchrun", "sbatch"):
+                continue
+            argv = shlex.split(match.group(1))
+            if argv[0] == "bench":
+                written.append(importlib.import_module(cli.DELEGATED["bench"][0]).parse_args(argv[1:]).out
+                               or "outputs/bench/cpu-mini.json")
+            elif argv[0] in ("train", "compare"):
+                args = cli.build_parser().parse_args(argv)
+                written.append(f"{args.out}/verdict.json" if argv[0] == "compare" else
+                               f"outputs/runs/{Path(args.size).stem}/{args.variant}/seed{args.seed}/result.json")
+    return written
+
+
+def test_every_file_the_readme_s_examples_write_is_ignored_by_git():
+    import subprocess
+
+    written = written_by_the_readme_s_examples()
+    assert {"my_rules.py", "out.ipynb", "outputs/runs/tiny/review/seed0/result.json"} <= set(written)
+    tracked_or_not_ignored = [path for path in written if subprocess.run(
+        ["git", "check-ignore", "-q", "--no-index", path], cwd=ROOT).returncode != 0]
+    assert tracked_or_not_ignored == [], "the README's examples leave these in git status"
