@@ -169,7 +169,7 @@ def test_report_compare_adds_the_verdict_page_to_the_index(tmp_path, monkeypatch
     folder.mkdir()
     with pytest.raises(ConfigError, match="holds no verdict.html and verdict.json"):
         build.comparison_page(folder)
-    (folder / "verdict.json").write_text("{}")
+    (folder / "verdict.json").write_text('{"question": "is token_gate better than standard?", "rows": []}')
     (folder / "verdict.html").write_text("<html><head><title>is token_gate better than standard?</title></head></html>")
     name, page = build.comparison_page(folder)
     assert name == "token_gate" and page == folder / "verdict.html"

@@ -15,9 +15,14 @@ that the kept report and run results are never touched.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import html
+import json
 import os
 import re
 import shutil
+import stat
 import sys
 import time
 from pathlib import Path
@@ -26,6 +31,7 @@ import yaml
 
 from ..model import count_params
 from ..runs.config import PROJECT_ROOT, ConfigError, given_path, project_path
+from ..runs.disk import write_bytes_atomic
 from ..runs.arguments import seed_list, variant_list
 from ..runs.output_paths import FILE, checked_no_links, checked_output
 from ..runs.presets import load_preset
@@ -125,13 +131,47 @@ def extra_parameters(items: list[str]) -> dict:
 
 
 def comparison_page(folder) -> tuple[str, Path]:
-    """(the name it is listed under, its verdict.html) of a folder that ``rrlib compare`` wrote; one sentence if not."""
+    """(the name it is listed under, its verdict.html) of a folder that ``rrlib compare`` wrote; one sentence if not
+    (``verdict_page``)."""
     folder = project_path(folder).resolve()
-    page = folder / "verdict.html"
-    if not (page.is_file() and (folder / "verdict.json").is_file()):
-        raise ConfigError(f"--compare {shown(folder)} holds no verdict.html and verdict.json; give a folder that "
-                          f"`python -m rrlib compare --out` wrote")
-    return _page_name(folder.parts[-1:]), page
+    verdict_page(folder)
+    return _page_name(folder.parts[-1:]), folder / "verdict.html"
+
+
+def verdict_page(folder: Path) -> bytes:
+    """The bytes of ``folder``'s verdict.html, published only as what ``rrlib compare`` writes: verdict.html and
+    verdict.json regular files (not links: a link could publish any file it points to), verdict.json an object with
+    the comparison's question and rows, and the page titled by that question. One sentence otherwise."""
+    wrote = "give a folder that `python -m rrlib compare --out` wrote"
+    page, summary = (_regular_file(folder / name, wrote) for name in ("verdict.html", "verdict.json"))
+    try:
+        summary = json.loads(summary)
+        question = summary["question"] if isinstance(summary, dict) and isinstance(summary.get("rows"), list) else None
+    except (ValueError, UnicodeDecodeError):
+        question = None
+    if not isinstance(question, str):
+        raise ConfigError(f"--compare {shown(folder)}: verdict.json is not a verdict (a JSON object with the "
+                          f"comparison's question and rows); {wrote}")
+    if f"<title>{html.escape(question)}</title>".encode() not in page:
+        raise ConfigError(f"--compare {shown(folder)}: verdict.html is not the page of verdict.json's comparison "
+                          f"({question!r}); {wrote}, or run it again there")
+    return page
+
+
+def _regular_file(path: Path, wrote: str) -> bytes:
+    """A regular file's bytes, read without following a link; one sentence for anything else."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except FileNotFoundError:
+        raise ConfigError(f"--compare {shown(path.parent)} holds no verdict.html and verdict.json; {wrote}") from None
+    except OSError as err:
+        what = "is a symbolic link" if path.is_symlink() else f"cannot be read ({err.strerror or err})"
+        raise ConfigError(f"--compare {shown(path.parent)}: {path.name} {what}, and the report publishes only the "
+                          f"regular files compare writes; {wrote}") from None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            raise ConfigError(f"--compare {shown(path.parent)}: {path.name} is not a regular file; {wrote}")
+        return fh.read()
 
 
 def _page_name(parts) -> str:
@@ -141,13 +181,21 @@ def _page_name(parts) -> str:
 def comparison_pages(folders: list) -> list[tuple[str, Path]]:
     """``comparison_page`` of each folder, each checked before any work. A page is named by its folder; two
     folders of one name are told apart by the folders above them (``a/gate``, ``b/gate``: ``a_gate``, ``b_gate``),
-    so that neither page replaces the other."""
+    so that neither page replaces the other. Two folders whose names only differ in what a page's name cannot hold
+    (``p/my gate``, ``p/my_gate``) are one sentence: one page would replace the other."""
     pages = list(dict.fromkeys(comparison_page(folder) for folder in folders))  # a folder given twice: one page
     folders = [page.parent for _, page in pages]
     for depth in range(2, max((len(f.parts) for f in folders), default=0) + 1):
         if len({name for name, _ in pages}) == len(pages):
             break
         pages = [(_page_name(folder.parts[-depth:]), page) for folder, (_, page) in zip(folders, pages)]
+    names = [name for name, _ in pages]
+    for name in names:
+        if names.count(name) > 1:
+            same = [shown(page.parent) for other, page in pages if other == name]
+            raise ConfigError(f"--compare {' and '.join(same)} would both be published as {COMPARISONS}/"
+                              f"{comparison_page(pages[names.index(name)][1].parent)[0]}.html, one page replacing "
+                              f"the other; rename one of the folders")
     return pages
 
 
@@ -164,12 +212,34 @@ def checked_data(sizes: list[str]) -> None:
 
 
 def main(argv=None) -> int:
-    args = parse_args(list(argv or []))
+    with contextlib.ExitStack() as held:  # the build's locks (``building``), released on every way out
+        return _build(parse_args(list(argv or [])), held)
+
+
+@contextlib.contextmanager
+def building(folder: Path, option: str):
+    """``folder`` held by this build alone: two builds at once would clear each other's scratch pages and publish
+    over each other, so the second is refused in one sentence. The lock is on the folder itself (released by the
+    OS if the build is killed), so nothing is written to hold it."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ConfigError(f"another `rrlib report` is building into {shown(folder)} ({option}) now; wait for it "
+                              f"to finish, or give {option} another folder") from None
+        yield
+    finally:
+        os.close(fd)
+
+
+def _build(args, held: contextlib.ExitStack) -> int:
     base = "build/quick" if args.quick else "build"
     out = _folder(args.out) if args.out else project_path(f"{base}/paper" if args.quick else "paper")
     runs = _folder(args.runs) if args.runs else project_path(f"{base}/runs" if args.quick else "outputs/runs")
     build = _folder(args.build) if args.build else project_path(base)
-    for folder, option in ((out, "--out"), (build, "--build")):
+    for folder, option in ((out, "--out"), *((out / sub, "--out") for sub in ("figures", "tables", COMPARISONS)),
+                           (build, "--build")):
         checked_output(folder, option)  # before any notebook runs: a page that fails late writes nothing over
     # every file a page replaces, and the README and docs the committed report rewrites: none through a link
     checked_no_links(out, "--out", ("figures", "tables", COMPARISONS), tuple(
@@ -214,6 +284,9 @@ def main(argv=None) -> int:
     threads = args.threads or (1 if args.quick else None)
     if threads:
         os.environ["OMP_NUM_THREADS"] = str(threads)  # read by each kernel's torch at start-up
+    for folder, option in ((out, "--out"), (build, "--build")):
+        folder.mkdir(parents=True, exist_ok=True)
+        held.enter_context(building(folder, option))
     (out / "figures").mkdir(parents=True, exist_ok=True)
     built = read_inputs(out)
     from ..runs.presets import available_sizes
@@ -255,9 +328,15 @@ def main(argv=None) -> int:
                 print(f"error: {stem} failed ({reason}); the executed notebook is {shown(executed)}; the report's "
                       f"files are as they were", flush=True)
                 return 1
-            shown_as_built(executed, shown(scratch / "figures"), shown(out / "figures"))
-            render(executed, scratch, stem, nb.name)
-            publish(scratch, out, stem, mine, copied)
+            try:
+                shown_as_built(executed, shown(scratch / "figures"), shown(out / "figures"))
+                render(executed, scratch, stem, nb.name)
+                publish(scratch, out, stem, mine, copied)
+            except Exception as err:  # noqa: BLE001 - nbconvert's errors and the disk's alike: nothing is published
+                reason = (str(err).strip().splitlines() or [type(err).__name__])[-1]
+                print(f"error: {stem} ran but could not be rendered and published ({reason}); the report's files "
+                      f"are as they were", flush=True)
+                return 1
             shutil.rmtree(scratch)
             if size not in QUICK_SIZES:  # the smoke test's runs are trained afresh on every clone: never reused
                 built[stem] = inputs
@@ -266,7 +345,7 @@ def main(argv=None) -> int:
     for name, page in comparisons:
         (out / COMPARISONS).mkdir(exist_ok=True)
         target = checked_output(out / COMPARISONS / f"{name}.html", "--out", kind=FILE)
-        target.write_bytes(page.read_bytes())
+        write_bytes_atomic(target, verdict_page(page.parent))  # as checked, read again: never a link's target
         print(f"[report] {COMPARISONS}/{name}.html: the verdict page of {shown(page.parent)}", flush=True)
     index = write_index(out, abstract(out / "tables"))
     if out == project_path("paper"):  # the committed report: the README's and docs' result tables follow its tables

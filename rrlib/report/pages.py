@@ -3,9 +3,10 @@
 A page's notebook writes its figures into ``<scratch>/figures`` and its tables into ``<scratch>/tables`` (the
 notebooks write tables beside their figure folder, rrlib.report.tables). The scratch tables folder starts with a
 copy of every other page's tables, which a summary page reads. When the notebook has run and the page has been
-rendered, ``publish`` moves what the page wrote into the report: each file replaced atomically, the page's own
-files that it no longer writes removed. A page that fails, or a build that is interrupted, leaves the report as
-it was.
+rendered, ``publish`` moves what the page wrote into the report: every file written in full beside its place
+first, then each renamed over it, the page's own files that it no longer writes removed. A page that fails, while
+it runs or while it is published (a read-only folder, a full disk), or a build that is interrupted, leaves the
+report as it was.
 
 Which files are a page's own: those named ``<number>_`` for a page of its own (``01_mechanism``: ``01_*``), and
 ``<number>_<size>_`` for one execution of a per-size page (``03_sweep`` at ``family``: ``03_family_*``), but not
@@ -13,10 +14,11 @@ those of another size whose name extends it (``03_family_mini_*`` belongs to ``f
 """
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
-from ..runs.disk import write_bytes_atomic
+from ..runs.disk import disk_full, full_disk, tmp_beside
 
 FOLDERS = {"figures": ".png", "tables": ".csv"}
 
@@ -51,22 +53,52 @@ def prepare(scratch: Path, out: Path, mine) -> dict[str, bytes]:
 
 
 def publish(scratch: Path, out: Path, stem: str, mine, copied: dict[str, bytes]) -> None:
-    """Move the page's rendered HTML, figures and tables from ``scratch`` into the report ``out``."""
+    """Move the page's rendered HTML, figures and tables from ``scratch`` into the report ``out``, all or nothing.
+
+    Every file is first written in full under a temporary name beside its place, and a folder the page only removes
+    from is tried the same way; a write that fails (a read-only folder, a full disk) removes what was written and
+    raises, the report as it was. Only then is each renamed over its place and the page's old files removed."""
     written = {folder: [p for p in sorted((scratch / folder).glob(f"*{suffix}"))
                         if copied.get(p.name) != p.read_bytes()] for folder, suffix in FOLDERS.items()}
+    moves = [(path, out / folder / path.name) for folder in FOLDERS for path in written[folder]]
+    moves += [(scratch / f"{stem}{suffix}", out / f"{stem}{suffix}") for suffix in (".html", ".reader.html")]
+    gone = []
     for folder, suffix in FOLDERS.items():
-        (out / folder).mkdir(parents=True, exist_ok=True)
         names = {p.name for p in written[folder]}
-        for old in sorted((out / folder).glob(f"*{suffix}")):
-            if mine(old.name) and old.name not in names:
-                old.unlink()  # the page no longer writes it
-        for path in written[folder]:
-            _replace(path, out / folder / path.name)
-    for suffix in (".html", ".reader.html"):
-        _replace(scratch / f"{stem}{suffix}", out / f"{stem}{suffix}")
+        if (out / folder).is_dir():
+            gone += [old for old in sorted((out / folder).glob(f"*{suffix}"))
+                     if mine(old.name) and old.name not in names]
+    staged = []
+    try:
+        for folder in FOLDERS:
+            (out / folder).mkdir(parents=True, exist_ok=True)
+        for source, target in moves:
+            staged.append((_staged(target, source.read_bytes()), target))
+        for folder in {old.parent for old in gone} - {target.parent for _, target in moves}:
+            _staged(folder / ".publish", b"").unlink()  # can its files be removed: can one be made there
+    except BaseException:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+        raise
+    for tmp, target in staged:
+        os.replace(tmp, target)
+    for old in gone:
+        old.unlink()  # the page no longer writes it
 
 
-def _replace(source: Path, target: Path) -> None:
-    """``target`` replaced by ``source``'s bytes in one step (the build refused a link there before any page ran:
-    output_paths.checked_no_links)."""
-    write_bytes_atomic(target, source.read_bytes())
+def _staged(target: Path, data: bytes) -> Path:
+    """``data`` written and synced under a temporary name beside ``target`` (never through a link there: the build
+    refused one before any page ran, output_paths.checked_no_links); that name."""
+    tmp = tmp_beside(target)
+    tmp.unlink(missing_ok=True)
+    try:
+        with open(tmp, "xb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except BaseException as err:
+        tmp.unlink(missing_ok=True)
+        if disk_full(err):
+            raise full_disk(target, err) from None
+        raise
+    return tmp
