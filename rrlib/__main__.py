@@ -184,11 +184,12 @@ def prog() -> str:
     return "rrlib" if Path(sys.argv[0]).name == "rrlib" else "python -m rrlib"
 
 
-USER_ERRORS = {("rrlib.rules.protocol", "ConfigError"), ("rrlib.runs.data", "DataError")}
+USER_ERRORS = {("rrlib.rules.protocol", "ConfigError"), ("rrlib.runs.data", "DataError"),
+               ("rrlib.claims.records", "RecordError")}
 
 
 def reported(command) -> int:
-    """``command()``'s exit status; an error the user caused is one line on stderr and status 2. Both error classes
+    """``command()``'s exit status; an error the user caused is one line on stderr and status 2. These error classes
     are ValueErrors, told apart by name rather than imported: importing them loads ``rrlib.rules``, which loads the
     rules ``$RRLIB_RULES`` names, and an error there would be raised again inside this handler."""
     try:
@@ -326,6 +327,8 @@ def main(argv=None) -> int:
 
         def delegate() -> int:
             importlib.import_module(arguments).parse_args(argv[1:])  # --help and usage mistakes, without torch
+            if argv[0] == "report":  # page 07 publishes the records' words: a bad record is named before any page
+                importlib.import_module("rrlib.claims.records").load()
             return importlib.import_module(command).main(argv[1:])
 
         return reported(delegate)

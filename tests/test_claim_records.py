@@ -1,5 +1,5 @@
-"""The claims as registered records: the file reads, a bad entry is named, every quote is the paper's own words
-where a copy of the paper is at hand, and the out-of-reach rows' CPU-hours are counted by the model code."""
+"""The claims as registered records: the file reads, a bad entry or bad YAML is named, every quote is the paper's
+own words where a copy of the paper is at hand and the words registered where none is, and the out-of-reach rows' CPU-hours are counted by the model code."""
 import json
 import math
 from pathlib import Path
@@ -96,6 +96,54 @@ def test_a_bad_record_is_named_by_file_and_entry(tmp_path, change, message):
     with pytest.raises(records.RecordError, match=message.replace("(", r"\(").replace(")", r"\)")) as err:
         records.load(write(tmp_path, GOOD.replace(*change)))
     assert str(err.value).startswith("records.yaml: ")
+
+
+def test_malformed_yaml_is_one_sentence_naming_its_line(tmp_path):
+    with pytest.raises(records.RecordError) as err:
+        records.load(write(tmp_path, GOOD.replace("  paper: P\n", "  paper: [P\n")))
+    said = str(err.value)
+    assert said.startswith("records.yaml is not valid YAML at line ") and "\n" not in said, said
+    assert "<unicode string>" not in said and "^" not in said
+
+
+def test_a_changed_quote_is_refused_where_the_paper_s_text_is_at_hand(tmp_path):
+    text = records.RECORDS.read_text(encoding="utf-8")
+    quote = "higher-contrast attention distributions (max weight ${\\approx}$0.6)"
+    assert quote in text and quotes.source_path("family-abstracts.txt") is not None
+    with pytest.raises(records.RecordError, match="is not in family-abstracts.txt"):
+        records.load(write(tmp_path, text.replace(quote, quote.replace("0.6", "0.9"))))
+
+
+def test_a_changed_quote_is_refused_where_no_copy_of_the_paper_is_at_hand(tmp_path, monkeypatch):
+    """The words as registered are the check where the texts are not (a user's clone has none)."""
+    monkeypatch.delenv("RRLIB_PAPERS", raising=False)
+    monkeypatch.delenv("RRLIB_REVIEW_TEX", raising=False)
+    text = records.RECORDS.read_text(encoding="utf-8")
+    quote = "it converges 56% faster on enwiki8."
+    copy = write(tmp_path, text.replace(quote, "it converges 86% faster on enwiki8."))
+    monkeypatch.setattr(records, "RECORDS", copy)  # the package's own records, edited
+    with pytest.raises(records.RecordError, match="rezero-converges-faster.*is not what was registered"):
+        records.load(copy)
+    records.load(write(tmp_path, text))  # as committed, they read
+
+
+def test_a_bad_record_stops_the_report_before_any_page_runs(tmp_path, monkeypatch, capsys):
+    from rrlib.__main__ import main
+
+    text = records.RECORDS.read_text(encoding="utf-8")
+    monkeypatch.setattr(records, "RECORDS", write(tmp_path, text.replace("56% faster", "86% faster")))
+    out = tmp_path / "paper"
+    status = main(["report", "--only", "07_claims", "--force", "--out", str(out), "--build", str(tmp_path / "b")])
+    err = capsys.readouterr().err
+    assert status == 2 and err.startswith("error: records.yaml: rezero-converges-faster") and not out.exists(), err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_the_register_holds_every_record_s_words_as_they_stand():
+    """A record added or reworded is registered with its words (python -m rrlib.claims.records --register, which
+    checks them against the texts at hand first): the register is what a clone without the texts checks against."""
+    assert quotes.register() == {c.id: sorted({quotes.fingerprint(w) for _, w in quotes.sentences(c)})
+                                 for c in CLAIMS}
 
 
 def test_a_repeated_id_is_refused(tmp_path):

@@ -7,14 +7,22 @@ is not kept here, so a quote from one is checked only where ``$RRLIB_PAPERS`` ho
 
 A quote matches when it occurs in the text after runs of whitespace are made one space (the LaTeX source breaks
 lines anywhere); nothing else is forgiven, so a changed word, sign or symbol fails.
+
+Where no copy is at hand the words are checked against the register, ``registered_words.json`` beside this module:
+the SHA-256 of each record's words as they were registered (``fingerprint``), so an edited quote is refused
+everywhere, not only where the papers' texts are (rrlib.claims.records reads both; ``python -m
+rrlib.claims.records --register`` writes the register, checking every text at hand first).
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 from pathlib import Path
 
 REVIEW_TEX = "review_residuals.tex"
+REGISTER = Path(__file__).with_name("registered_words.json")
 
 
 def papers_dir() -> Path | None:
@@ -53,3 +61,30 @@ def sentences(claim) -> list[tuple[str, str]]:
         if part and "sentence" in part:
             found.append((part.get("source", claim.source), part["sentence"]))
     return found
+
+
+def fingerprint(words: str) -> str:
+    """The hash the register keeps of a record's words (whitespace aside, as ``occurs`` reads them)."""
+    return hashlib.sha256(flat(words).encode("utf-8")).hexdigest()[:16]
+
+
+def register(path: Path = REGISTER) -> dict[str, list[str]]:
+    """{record id: the fingerprints of its words} as registered; empty where there is no register."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+
+
+def unchecked(claim, registered: dict[str, list[str]]) -> str | None:
+    """Why ``claim``'s words are not the paper's, or None: each piece is in its source where a copy is at hand, else
+    among the words registered for the record (a record not yet registered is checked by the texts alone)."""
+    for source, words in sentences(claim):
+        path = source_path(source)
+        shown = words if len(words) <= 60 else words[:57] + "..."
+        if path is not None:
+            if not occurs(words, path.read_text(encoding="utf-8")):
+                return f"{shown!r} is not in {source}"
+        elif claim.id in registered and fingerprint(words) not in registered[claim.id]:
+            return f"{shown!r} is not what was registered from {source} (no copy of it is at hand to check)"
+    return None

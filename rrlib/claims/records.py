@@ -34,9 +34,13 @@ A bad entry stops the load with one sentence naming the file, the entry and what
 from __future__ import annotations
 
 import dataclasses
+import json
+import sys
 from pathlib import Path
 
 import yaml
+
+from . import quotes
 
 RECORDS = Path(__file__).with_name("records.yaml")
 KINDS = ("direction", "no difference", "measurement", "trend")
@@ -101,15 +105,43 @@ class RecordError(ValueError):
     """A record that cannot be read as a claim."""
 
 
-def load(path: Path | str = RECORDS) -> list[Claim]:
-    """Every record of ``path``, checked (``check``), in the file's order."""
-    path = Path(path)
-    entries = yaml.safe_load(path.read_text(encoding="utf-8"))
+def load(path: Path | str | None = None, registered: dict[str, list[str]] | None = None) -> list[Claim]:
+    """Every record of ``path``, checked (``check``), in the file's order; its words checked too (``checked``),
+    against the papers' texts at hand and the ``registered`` words (by default the package's register for its own
+    records, none for another file)."""
+    path = Path(path or RECORDS)
+    try:
+        entries = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        what = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise RecordError(f"{path.name} is not valid YAML{where} ({what}); each record is a '- id: ...' entry of "
+                          f"fields, as the file's other entries are") from None
     if not isinstance(entries, list):
         raise RecordError(f"{path.name}: expected a list of claim records, found {type(entries).__name__}")
     claims = [record(entry, path.name, k) for k, entry in enumerate(entries)]
     check(claims, path.name)
+    if registered is None:
+        registered = quotes.register() if path == RECORDS else {}
+    checked(claims, path.name, registered)
     return claims
+
+
+def checked(claims: list[Claim], file: str, registered: dict[str, list[str]]) -> None:
+    """Each record's words are the paper's (rrlib.claims.quotes.unchecked), or one sentence names the record."""
+    for c in claims:
+        reason = quotes.unchecked(c, registered)
+        if reason is not None:
+            raise RecordError(f"{file}: {c.id}: {reason}; a record quotes its paper word for word, and a registered "
+                              f"record is not changed (a later reading is a new record that follows it)")
+
+
+def register_words(claims: list[Claim], path: Path = quotes.REGISTER) -> None:
+    """Write the register of ``claims``' words (rrlib.claims.quotes): what their pages publish from now on."""
+    words = {c.id: sorted({quotes.fingerprint(w) for _, w in quotes.sentences(c)}) for c in claims}
+    lines = [f"  {json.dumps(key)}: {json.dumps(words[key])}" for key in sorted(words)]  # one line a record
+    path.write_text("{\n" + ",\n".join(lines) + "\n}\n", encoding="utf-8")
 
 
 def by_id(claims: list[Claim] | None = None) -> dict[str, Claim]:
@@ -168,3 +200,9 @@ def check(claims: list[Claim], file: str) -> None:
         first = seen.get(c.follows)
         if first is None or first.status != "registered" or first.paper != c.paper:
             raise RecordError(f"{file}: {c.id} follows {c.follows!r}, which is no registered record of {c.paper}")
+
+
+if __name__ == "__main__":  # python -m rrlib.claims.records --register: the words as they stand, checked first
+    if sys.argv[1:] != ["--register"]:
+        sys.exit("usage: python -m rrlib.claims.records --register (writes rrlib/claims/registered_words.json)")
+    register_words(load(registered={}))
