@@ -129,6 +129,55 @@ def test_hub_cut_with_other_bytes_is_used_said_and_shows_in_data_hash(monkeypatc
     assert stories_hash(iter_stories(fetched)) == sample.stories_sha256
 
 
+def test_a_fetched_cut_replaced_by_other_stories_says_so_in_its_label(monkeypatch, data_copy, tmp_path):
+    """A run's data_source names the hub only for the sample's stories: a cut whose stories are others (replaced,
+    its record made to match) says so, beside the data_hash that differs."""
+    hub_stand_in(monkeypatch, {"train": list(iter_stories(data_copy / "tinystories" / TRAIN))}, [])
+    monkeypatch.delenv("RRLIB_DATA", raising=False)
+    fetched, where = locate(TRAIN, tmp_path / "cache")
+    assert "other stories" not in where
+    fetched.write_text("Another story.\n<|endoftext|>\n" * 3000)
+    record = fetched.with_name(fetched.name + ".json")
+    record.write_text(record.read_text().replace(json_hash(record), hashlib.sha256(fetched.read_bytes()).hexdigest()))
+    cut = load_token_data(data_path=str(tmp_path / TRAIN), tokenizer="bytes", cache_dir=tmp_path / "cache")
+    assert f"{HUB_DATASET} (train, first 2,316 stories) through datasets, other stories than rrlib's sample" in cut.source
+
+
+def json_hash(record: Path) -> str:
+    import json
+
+    return json.loads(record.read_text())["sha256"]
+
+
+@pytest.mark.parametrize("damage", ["cut short", "no record"])
+def test_a_damaged_cut_offline_is_named_not_called_missing(monkeypatch, data_copy, tmp_path, damage):
+    hub_stand_in(monkeypatch, {"train": list(iter_stories(data_copy / "tinystories" / TRAIN))}, [])
+    monkeypatch.delenv("RRLIB_DATA", raising=False)
+    fetched, _ = locate(TRAIN, tmp_path / "cache")
+    if damage == "cut short":
+        fetched.write_bytes(fetched.read_bytes()[: len(fetched.read_bytes()) // 2])
+    else:
+        fetched.with_name(fetched.name + ".json").unlink()
+    kept = fetched.read_bytes()
+    no_hub(monkeypatch)
+    monkeypatch.setattr("rrlib.runs.sources.hub_unreachable", lambda: None)
+    with pytest.raises(DataError) as caught:
+        locate(TRAIN, tmp_path / "cache")
+    said = str(caught.value)
+    assert said.startswith(f"the earlier cut {fetched} ") and "not on this machine" not in said, said
+    assert ("is not the file that was fetched" if damage == "cut short" else "no readable record") in said
+    assert fetched.read_bytes() == kept  # nothing written over it
+
+
+def test_rrlib_data_that_is_a_loop_of_links_is_one_sentence(monkeypatch, tmp_path):
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    monkeypatch.setenv("RRLIB_DATA", str(tmp_path / "a"))
+    with pytest.raises(DataError, match="RRLIB_DATA=.* cannot be looked at"):
+        locate(TRAIN, tmp_path / "cache")
+    assert not (tmp_path / "cache").exists()
+
+
 def test_neither_copy_nor_hub_stops_in_one_sentence_naming_both_ways(monkeypatch, tmp_path):
     monkeypatch.delenv("RRLIB_DATA", raising=False)
     no_hub(monkeypatch)

@@ -40,8 +40,14 @@ def data_root() -> Path | None:
     text = os.environ.get(DATA_VARIABLE)
     if not text:
         return None
-    root = Path(text).expanduser().resolve()
-    if not root.is_dir():
+    try:
+        root = Path(text).expanduser().resolve()
+        folder = root.is_dir()
+    except (OSError, RuntimeError) as err:  # a loop of links (RuntimeError before Python 3.13), a name too long
+        raise DataError(f"{DATA_VARIABLE}={text} cannot be looked at ({getattr(err, 'strerror', None) or err}); point "
+                        f"it at a local copy of rrlib's data folder (tinystories/, gpt2/), or unset it to fetch the "
+                        f"data online") from None
+    if not folder:
         raise DataError(f"{DATA_VARIABLE}={text} is not a folder; point it at a local copy of rrlib's data folder "
                         f"(tinystories/, gpt2/), or unset it to fetch the data online")
     return root

@@ -45,6 +45,7 @@ from .data import BOTH_WAYS, DATA_VARIABLE, EOT, DataError, data_root, hub_unrea
 from .disk import write_bytes_atomic
 
 HUB_DATASET = "roneneldan/TinyStories"
+NOT_HERE = "rrlib's data is not on this machine"
 
 
 @dataclass(frozen=True)
@@ -87,11 +88,25 @@ def locate(path: str | os.PathLike, cache_dir) -> tuple[Path, str | None]:
     fetched = Path(cache_dir) / "data" / sample.folder / path.name
     if not _fetched_intact(fetched):
         _fetch_cut(path.name, sample, fetched)
-    return fetched, f"{HUB_DATASET} ({sample.split}, first {sample.stories:,} stories) through datasets"
+    where = f"{HUB_DATASET} ({sample.split}, first {sample.stories:,} stories) through datasets"
+    if (found := stories_hash(iter_stories(fetched))) != sample.stories_sha256:  # said in the label, not only once
+        where += f", other stories than rrlib's sample (their SHA-256 {found[:16]}…)"
+    return fetched, where
 
 
 def _record(fetched: Path) -> Path:
     return fetched.with_name(fetched.name + ".json")
+
+
+def _damage(fetched: Path) -> str | None:
+    """What is wrong with an earlier cut that is there but not intact, in words; None where there is none."""
+    if not fetched.exists():
+        return None
+    try:
+        json.loads(_record(fetched).read_text(encoding="utf-8"))["sha256"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"the earlier cut {fetched} has no readable record of the hash it had when fetched"
+    return f"the earlier cut {fetched} is not the file that was fetched (cut short or changed since)"
 
 
 def _fetched_intact(fetched: Path) -> bool:
@@ -119,11 +134,11 @@ def stories_hash(stories) -> str:
     return digest.hexdigest()
 
 
-def hub_cut(split: str, stories: int, normalised: bool) -> bytes:
-    """The first ``stories`` stories of the hub's split, streamed (only those are read), in the raw-text format."""
+def hub_cut(split: str, stories: int, normalised: bool, lead: str = NOT_HERE) -> bytes:
+    """The first ``stories`` stories of the hub's split, streamed (only those are read), in the raw-text format;
+    ``lead`` says why they are asked for, where the hub cannot answer."""
     if (reason := hub_unreachable()) is not None:
-        raise DataError(f"rrlib's data is not on this machine and {HUB_DATASET} could not be reached ({reason}); "
-                        f"{BOTH_WAYS}")
+        raise DataError(f"{lead} and {HUB_DATASET} could not be reached ({reason}); {BOTH_WAYS}")
     try:
         import datasets
 
@@ -131,8 +146,7 @@ def hub_cut(split: str, stories: int, normalised: bool) -> bytes:
         texts = [row["text"] for row in islice(rows, stories)]
     except Exception as err:  # ConnectionError, the hub's offline errors, a missing package: all "no copy here"
         reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        raise DataError(f"rrlib's data is not on this machine and {HUB_DATASET} could not be reached ({reason}); "
-                        f"{BOTH_WAYS}") from None
+        raise DataError(f"{lead} and {HUB_DATASET} could not be reached ({reason}); {BOTH_WAYS}") from None
     if len(texts) < stories:
         raise DataError(f"{HUB_DATASET} ({split}) gave {len(texts):,} stories where {stories:,} were asked; "
                         f"{BOTH_WAYS}")
@@ -142,7 +156,8 @@ def hub_cut(split: str, stories: int, normalised: bool) -> bytes:
 def _fetch_cut(name: str, sample: Sample, fetched: Path) -> None:
     """Cut the sample from the hub into ``fetched`` (atomically), with a record of its hash; a warning where its
     stories are not the recorded sample's."""
-    body = hub_cut(sample.split, sample.stories, sample.normalised)  # before anything is written
+    # before anything is written; offline, an earlier cut that is there but damaged is named as such
+    body = hub_cut(sample.split, sample.stories, sample.normalised, _damage(fetched) or NOT_HERE)
     sha256 = hashlib.sha256(body).hexdigest()
     try:
         fetched.parent.mkdir(parents=True, exist_ok=True)
