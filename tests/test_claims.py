@@ -14,7 +14,7 @@ import torch
 from rrlib.model import GPT, ModelConfig, count_params
 from rrlib.report import index
 from rrlib.studies import probes
-from rrlib.stats import ledger
+from rrlib.stats import ledger, paired_comparison
 from rrlib.runs.checkpoints import WEIGHTS_FILE, start_from
 from rrlib.runs.config import ConfigError
 from rrlib.runs.presets import resolve_run
@@ -197,9 +197,9 @@ def test_the_verdict_rule_on_constructed_cases():
 
 def test_below_margin_p_is_the_one_sided_t_test_read_off_the_interval():
     d = np.array([0.001, 0.004, -0.002, 0.003, 0.0])
-    t = ledger.paired(d)
+    t = paired_comparison(d)
     expected = stats_t.cdf((d.mean() - 0.01) / (d.std(ddof=1) / np.sqrt(len(d))), len(d) - 1)
-    assert ledger.below_margin_p(t["effect"], t["ci_low"], t["ci_high"], len(d), 0.01) == pytest.approx(expected)
+    assert ledger.below_margin_p(t.gap, t.ci_low, t.ci_high, len(d), 0.01) == pytest.approx(expected)
     assert np.isnan(ledger.below_margin_p(0.0, np.nan, 0.1, 5, 0.01))
 
 
@@ -207,18 +207,17 @@ def test_an_effect_inside_the_margin_never_contradicts_a_no_gain_claim():
     """A constructed case: a gain of 0.004 ± 0.001 over 20 seeds is significant (p far below 0.05) but lies inside
     a margin of 0.009, so the claim of no gain as large as 0.009 is supported, not contradicted."""
     d = np.random.default_rng(0).normal(0.004, 0.002, 20)
-    t = ledger.paired(d)
-    assert t["p"] < 1e-4
-    below = ledger.below_margin_p(t["effect"], t["ci_low"], t["ci_high"], 20, 0.009)
-    beyond = ledger.beyond_margin_p(t["effect"], t["ci_low"], t["ci_high"], 20, 0.009)
+    t = paired_comparison(d)
+    assert t.p < 1e-4
+    below = ledger.below_margin_p(t.gap, t.ci_low, t.ci_high, 20, 0.009)
+    beyond = ledger.beyond_margin_p(t.gap, t.ci_low, t.ci_high, 20, 0.009)
     assert below == pytest.approx(1 - beyond) and below < 0.05
-    assert ledger.judge("null", t["effect"], t["p"], below, p_beyond=beyond) == "supported"
+    assert ledger.judge("null", t.gap, t.p, below, p_beyond=beyond) == "supported"
     # the same spread around a gain of 0.02: shown beyond the margin, the claim is contradicted
-    far = ledger.paired(d + 0.016)
-    assert ledger.judge("null", far["effect"], far["p"],
-                        ledger.below_margin_p(far["effect"], far["ci_low"], far["ci_high"], 20, 0.009),
-                        p_beyond=ledger.beyond_margin_p(far["effect"], far["ci_low"], far["ci_high"], 20,
-                                                        0.009)) == "contradicted"
+    far = paired_comparison(d + 0.016)
+    assert ledger.judge("null", far.gap, far.p, ledger.below_margin_p(far.gap, far.ci_low, far.ci_high, 20, 0.009),
+                        p_beyond=ledger.beyond_margin_p(far.gap, far.ci_low, far.ci_high, 20, 0.009)) == \
+        "contradicted"
 
 
 def test_beyond_margin_on_both_sides_reads_the_side_the_estimate_lies():
@@ -266,7 +265,7 @@ def test_some_form_holds_is_decided_by_the_form_most_in_the_claims_favour():
 def test_ledger_rows_and_helpers():
     assert ledger.detectable_coefficient(0.01, 3) == pytest.approx(0.0416, abs=1e-4)  # (3.182 + 0.978) · SE
     assert np.isnan(ledger.detectable_coefficient(0.01, 0))
-    d = ledger.paired([0.01, 0.02, 0.03])
+    d = paired_comparison([0.01, 0.02, 0.03]).effect_row()
     assert d["effect"] == pytest.approx(0.02) and d["ci_low"] < 0.02 < d["ci_high"] and d["mde"] > 0
     with pytest.raises(ValueError, match="is none of supported, contradicted, inconclusive, out of reach, untested"):
         ledger.row("p", "c", "t", "probably", "e")

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from rrlib.studies import probes
-from rrlib.stats import ledger
+from rrlib.stats import ledger, paired_comparison
 
 from .rows import row, unfinished
 
@@ -52,9 +52,10 @@ def growth_by_depth(depth_scales: pd.DataFrame, mechanisms: dict, depths, alpha:
             shared = std.index.intersection(own.index)
             ends = (learned_growth(here, "standard", metric, "endpoint")
                     - learned_growth(here, rule, metric, "endpoint"))[shared]
-            first = ledger.paired(ends, alpha) if len(shared) >= 2 else {}
+            first = paired_comparison(ends, alpha).effect_row() if len(shared) >= 2 else {}
             rows.append({"rule": rule, "depth": depth, "metric": metric, "standard's learned": std[shared].mean(),
-                         "rule's learned": own[shared].mean(), **ledger.paired((std - own)[shared], alpha),
+                         "rule's learned": own[shared].mean(),
+                         **paired_comparison((std - own)[shared], alpha).effect_row(),
                          **{f"endpoint_{k}": first.get(k, np.nan)
                             for k in ("effect", "ci_low", "ci_high", "p", "mde")}})
     return pd.DataFrame(rows)
@@ -77,7 +78,7 @@ def routing_contrast(routing_probes: pd.DataFrame, base: str, delta: str, alpha:
     weight."""
     learned = {v: deep_excess(routing_probes, v) for v in (base, delta)}
     shared = learned[base].index.intersection(learned[delta].index)
-    return {**ledger.paired((learned[delta] - learned[base])[shared], alpha),
+    return {**paired_comparison((learned[delta] - learned[base])[shared], alpha).effect_row(),
             base: learned[base][shared].mean(), delta: learned[delta][shared].mean(),
             "uniform": routing_probes.loc[routing_probes["variant"] == base, "uniform"].mean()}
 

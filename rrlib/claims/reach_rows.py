@@ -36,7 +36,7 @@ import pandas as pd
 from rrlib.studies import depth_reach_study as depth, looped_reach_study as looped_reach, looped_study, probes
 from rrlib.studies.claims_study import read_probes
 from rrlib.studies.study_plan import Study, arm_seeds, finished
-from rrlib.stats import detectable_gap, equivalence_p, holm, ledger
+from rrlib.stats import detectable_gap, equivalence_p, holm, ledger, paired_comparison
 
 from .rows import pending, row, unfinished
 
@@ -76,10 +76,10 @@ def _one_sided(values, alpha: float) -> dict:
     """The registered one-sided one-sample t-test that the mean of ``values`` is above 0 (``p``), the opposite
     one-sided p (``p_against``: the mean shown below 0), the two-sided interval at 1 − alpha, and the mean the
     one-sided test detects at 80 % power."""
-    test = ledger.paired(values, alpha)
-    sd = float(np.std(values, ddof=1)) if len(values) > 1 else np.nan
-    above = test["p"] / 2 if test["effect"] > 0 else 1 - test["p"] / 2
-    return {**test, "p": above, "p_against": 1 - above, "mde": detectable_gap(sd, len(values), 2 * alpha)}
+    test = paired_comparison(values, alpha)
+    above = test.p / 2 if test.gap > 0 else 1 - test.p / 2
+    return {**test.effect_row(), "p": above, "p_against": 1 - above,
+            "mde": detectable_gap(test.sd, test.seeds, 2 * alpha)}
 
 
 # ---------------------------------------------------------------- Highway and ReZero: do the deep models train?
@@ -173,15 +173,15 @@ def speed_row(claim, study: Study, design: dict, evidence: str, rezero_lr: float
         return row(claim, "", ledger.untested(f"{how['left_out']} of the design's seeds have no step ratio (a run "
                                               "diverged or never reached the target), which the registered metric "
                                               "leaves undefined"), evidence)
-    test = ledger.paired(values.to_numpy(), alpha)
+    test = paired_comparison(values.to_numpy(), alpha)
     left = (f"; {how['left_out']} seed{'s' if how['left_out'] > 1 else ''} left out (diverged or never at the "
             "target)") if how["left_out"] else ""
     return row(claim, f"log₂(standard's steps / rezero's) to fixed_loss {how['target']:.4f}, rezero (no pre-norm) at "
-                      f"lr {how['rezero'].lr:g}, standard at lr {how['standard'].lr:g}, {test['n']} seeds paired "
+                      f"lr {how['rezero'].lr:g}, standard at lr {how['standard'].lr:g}, {test.seeds} seeds paired "
                       f"(per seed: {', '.join(f'{v:+.2f}' for v in values)}){left}; the paper's 56 % faster is "
                       f"{claim.stated_effect:+.3f}",
-               ledger.judge("directional", test["effect"], test["p"], alpha=alpha), evidence, test["effect"],
-               test["ci_low"], test["ci_high"], test["p"], claim.correction, claim.stated_effect, test["mde"])
+               ledger.judge("directional", test.gap, test.p, alpha=alpha), evidence, test.gap, test.ci_low,
+               test.ci_high, test.p, claim.correction, claim.stated_effect, test.detectable)
 
 
 # ---------------------------------------------------------------- LayerScale over depth
@@ -196,7 +196,8 @@ def layerscale_seed_gaps(study: Study, seeds) -> pd.DataFrame:
 def layerscale_gaps(study: Study, seeds, alpha: float = 0.05) -> pd.DataFrame:
     """Per depth: the gaps of ``layerscale_seed_gaps`` paired by seed, Holm over the depths."""
     gaps = layerscale_seed_gaps(study, seeds)
-    rows = [{"size": size, "blocks": int(part["blocks"].iloc[0]), **ledger.paired(part["gap"].to_numpy(), alpha)}
+    rows = [{"size": size, "blocks": int(part["blocks"].iloc[0]),
+             **paired_comparison(part["gap"].to_numpy(), alpha).effect_row()}
             for size, part in gaps.groupby("size", sort=False)]
     table = pd.DataFrame(rows).sort_values("blocks").reset_index(drop=True)
     return table.assign(p_holm=holm(table["p"]))
@@ -208,15 +209,15 @@ def layerscale_row(claim, study: Study, design: dict, evidence: str, alpha: floa
         return waiting
     seeds = design["seeds"]
     slopes = -depth.layerscale_slopes(study, seeds)
-    test = ledger.paired(slopes[np.isfinite(slopes)], alpha)
+    test = paired_comparison(slopes[np.isfinite(slopes)], alpha)
     gaps = layerscale_gaps(study, seeds, alpha)
-    left = len(slopes) - test["n"]  # a seed with a diverged run has no gap at that depth, so no slope
-    return row(claim, f"−slope of (layerscale − standard) fixed_loss on log₂(blocks), nats per doubling, {test['n']} "
+    left = len(slopes) - test.seeds  # a seed with a diverged run has no gap at that depth, so no slope
+    return row(claim, f"−slope of (layerscale − standard) fixed_loss on log₂(blocks), nats per doubling, {test.seeds} "
                       + (f"seeds ({left} left out: a run diverged, so the seed has no slope)" if left else "seeds")
                       + "; the gaps standard − layerscale beside it (Holm over the depths): " + "; ".join(
                           f"{r.blocks} blocks {r.effect:+.4f} (Holm p {r.p_holm:.2g})" for r in gaps.itertuples()),
-               ledger.judge("directional", test["effect"], test["p"], alpha=alpha), evidence, test["effect"],
-               test["ci_low"], test["ci_high"], test["p"], claim.correction, detectable=test["mde"])
+               ledger.judge("directional", test.gap, test.p, alpha=alpha), evidence, test.gap, test.ci_low,
+               test.ci_high, test.p, claim.correction, detectable=test.detectable)
 
 
 # ---------------------------------------------------------------- AttnRes and MGR on fresh seeds
@@ -242,12 +243,11 @@ def growth_by_depth(study: Study, rule: str, seeds, alpha: float = 0.05, metric:
         trained = diff.get("trained", pd.Series(dtype=float)).dropna()
         learned = (diff["trained"] - diff["init"]).dropna() if {"trained", "init"} <= set(diff) else trained[:0]
         values = {"trained": trained, "learned": learned}
-        test = ledger.paired(values[primary].to_numpy(), alpha)
-        sd = float(values[primary].std(ddof=1)) if len(values[primary]) > 1 else np.nan
-        rows.append({"rule": rule, "size": size, **test,
-                     "mde": detectable_gap(sd, len(values[primary]), alpha / len(study.sizes)),
+        test = paired_comparison(values[primary].to_numpy(), alpha)
+        rows.append({"rule": rule, "size": size, **test.effect_row(),
+                     "mde": detectable_gap(test.sd, test.seeds, alpha / len(study.sizes)),
                      beside: values[beside].mean() if len(values[beside]) else np.nan,
-                     f"{beside}_p": ledger.paired(values[beside].to_numpy(), alpha)["p"]})
+                     f"{beside}_p": paired_comparison(values[beside].to_numpy(), alpha).p})
     table = pd.DataFrame(rows)
     return table.assign(p_holm=holm(table["p"]))
 
@@ -328,9 +328,9 @@ def loop_norm_parts(study: Study, seeds, margin: float, alpha: float = 0.05) -> 
     rows = []
     for rule, kind in (("scaled_loops", "directional"), ("scaled", "equivalence")):
         s = slopes[rule].dropna().to_numpy()
-        test = ledger.paired(s, alpha)
-        p = test["p"] if kind == "directional" else equivalence_p(s, margin)
-        rows.append({"rule": rule, "kind": kind, **test, "p_test": p, "init_slope": init[rule].mean()})
+        test = paired_comparison(s, alpha)
+        p = test.p if kind == "directional" else equivalence_p(s, margin)
+        rows.append({"rule": rule, "kind": kind, **test.effect_row(), "p_test": p, "init_slope": init[rule].mean()})
     parts = pd.DataFrame(rows)
     parts["p_holm"] = holm(parts["p_test"])
     parts["verdict"] = [ledger.judge(
@@ -375,14 +375,14 @@ def unique_layers_row(claim, evidence: str, alpha: float = 0.05) -> dict:
         return unfinished(claim, "the L sweep", len(seeds), len(design.seeds))
     on_grid = runs[[lr in grid.get((v, n), ()) for v, n, lr in zip(runs["variant"], runs["loops"], runs["lr"])]]
     slopes = looped_study.seed_slopes(looped_study.seed_optima(on_grid[on_grid["seed"].isin(seeds)]))
-    by = {e: ledger.paired(-slopes[e].dropna().to_numpy(), alpha) for e in ("parabola", "grid")}
+    by = {e: paired_comparison(-slopes[e].dropna().to_numpy(), alpha) for e in ("parabola", "grid")}
     t = by["parabola"]
     return row(claim, f"−slope of log₂(optimal lr) on log₂ L under 1/N at N = 2, L = "
-                      f"{', '.join(map(str, design.counts))}, parabola optimum ({t['n']} seeds with one at every L); "
-                      f"by the grid optimum ({by['grid']['n']} seeds) {by['grid']['effect']:+.3f}, p "
-                      f"{by['grid']['p']:.2g}; the paper's L^(−1/2) is {claim.stated_effect:+.2f}",
-               ledger.judge("directional", t["effect"], t["p"], alpha=alpha), evidence, t["effect"], t["ci_low"],
-               t["ci_high"], t["p"], claim.correction, claim.stated_effect, t["mde"])
+                      f"{', '.join(map(str, design.counts))}, parabola optimum ({t.seeds} seeds with one at every L); "
+                      f"by the grid optimum ({by['grid'].seeds} seeds) {by['grid'].gap:+.3f}, p "
+                      f"{by['grid'].p:.2g}; the paper's L^(−1/2) is {claim.stated_effect:+.2f}",
+               ledger.judge("directional", t.gap, t.p, alpha=alpha), evidence, t.gap, t.ci_low, t.ci_high, t.p,
+               claim.correction, claim.stated_effect, t.detectable)
 
 
 # ---------------------------------------------------------------- what the runs cost

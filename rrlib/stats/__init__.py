@@ -21,6 +21,13 @@ multisets of those seeds, so its 2.5 % limit is one of few values: at three seed
 `bootstrap_allowed` asks for at least `MIN_TAIL_RESAMPLES` distinct resamples beyond each limit
 (C(2n − 1, n)·α/2 ≥ 25, i.e. seven or more seeds at α = 0.05); below that `compare` leaves the bootstrap
 columns empty, with a note, and the t-interval is the interval.
+
+What the package holds, and its libraries. This module reads results tables; the tests themselves are the field's:
+statsmodels' where it has them (``multipletests`` for Holm and Benjamini–Hochberg in ``correction``, the paired
+TOST in ``paired``) and scipy's otherwise (the t-tests and intervals, the noncentral t of the power solve, which
+``paired.detectable_gap`` says why it keeps). ``paired`` holds the one paired-comparison result type,
+``PairedComparison``, that this module's paired columns, ``rrlib compare`` (``verdict``) and the claims ledger
+(``ledger``) all read, and the one rule for its word (``verdict_word``). The package imports nothing of rrlib's.
 """
 import math
 import warnings
@@ -29,14 +36,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from scipy import stats
-from scipy.optimize import brentq
+
+# the field's tests, one import away for every caller (rrlib.stats.holm, rrlib.stats.paired_comparison, ...)
+from .correction import benjamini_hochberg, holm  # noqa: F401
+from .paired import (POWER, PairedComparison, detectable_gap, equivalence_p, flat, paired_comparison,  # noqa: F401
+                     paired_power, verdict_word)
 
 REQUIRED = ("size", "variant", "seed", "params_M")
 ALIASES = {"review_neutral": "review"}  # the paper's name for our `review`
 TESTED = ("welch_t", "welch_df", "welch_p", "welch_p_one", "paired_t", "paired_df", "paired_p", "paired_p_one",
           "cohen_d", "d_z", "test", "p", "ci_low", "ci_high", "mde", "boot_low", "boot_high")  # NaN until computed
 MIN_TAIL_RESAMPLES = 25  # distinct bootstrap resamples wanted beyond each percentile limit
-POWER = 0.8  # the power at which `mde` is the smallest detectable gap
 
 
 def finished_runs(df: pd.DataFrame) -> pd.DataFrame:
@@ -96,34 +106,6 @@ def headline(df, metric: str = "fixed_loss", reference: str = "review") -> pd.Da
     df = _checked(df, metric, reference)
     wide = df.pivot_table(index="size", columns="variant", values=metric, aggfunc="mean")
     return wide.loc[size_order(df), [reference] + _baselines(df, reference)]
-
-
-def holm(pvalues) -> np.ndarray:
-    """Holm's step-down adjusted p-values, in the input order; NaNs (tests not run) stay NaN, outside the family."""
-    p = np.asarray(pvalues, dtype=float)
-    adjusted = np.full_like(p, np.nan)
-    run = np.flatnonzero(~np.isnan(p))
-    order = run[np.argsort(p[run], kind="stable")]
-    m = len(order)
-    # the k-th smallest p is scaled by the m - k hypotheses still standing; the running max keeps the
-    # adjusted values monotone, as the step-down procedure stops at the first non-rejection
-    adjusted[order] = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))
-    return adjusted
-
-
-def benjamini_hochberg(pvalues) -> np.ndarray:
-    """Benjamini–Hochberg q-values (the false discovery rate at which each test would just be rejected), in the input
-    order; NaNs stay NaN, outside the family. Shown beside Holm's p, which controls the chance of any false claim
-    instead: q ≤ Holm's p always."""
-    p = np.asarray(pvalues, dtype=float)
-    q = np.full_like(p, np.nan)
-    run = np.flatnonzero(~np.isnan(p))
-    order = run[np.argsort(p[run], kind="stable")]
-    m = len(order)
-    # the k-th smallest p scaled by m / k; the running minimum from the largest down keeps q monotone in p
-    scaled = p[order] * m / np.arange(1, m + 1)
-    q[order] = np.minimum(1.0, np.minimum.accumulate(scaled[::-1])[::-1])
-    return q
 
 
 def compare(df, metric: str = "fixed_loss", reference: str = "review", alpha: float = 0.05,
@@ -283,7 +265,7 @@ def _compare_one(ref: pd.Series, base: pd.Series, reference: str, baseline: str,
     level = 1 - alpha
     if min(n_ref, n_base) < 2:
         notes.append(f"one seed of {reference if n_ref < 2 else baseline}: no Welch test")
-    elif _flat(r) and _flat(b):
+    elif flat(r) and flat(b):
         notes.append("no spread in either variant: no Welch test")
     else:
         welch = stats.ttest_ind(b, r, equal_var=False)
@@ -292,20 +274,15 @@ def _compare_one(ref: pd.Series, base: pd.Series, reference: str, baseline: str,
         row.update(welch_t=welch.statistic, welch_df=welch.df, welch_p=welch.pvalue,
                    welch_p_one=stats.ttest_ind(b, r, equal_var=False, alternative="greater").pvalue,
                    cohen_d=row["gap"] / pooled, test="welch", p=welch.pvalue, ci_low=ci.low, ci_high=ci.high)
+    paired = paired_comparison(diffs, alpha)
     if k < 2:
         notes.append("fewer than two shared seeds: no paired test")
-    elif _flat(diffs):
+    elif not paired.tested:
         notes.append("identical paired differences: no paired test")
     else:
-        pb, pr = base[shared].to_numpy(), ref[shared].to_numpy()
-        paired = stats.ttest_rel(pb, pr)
-        ci = paired.confidence_interval(level)
-        row.update(paired_t=paired.statistic, paired_df=paired.df, paired_p=paired.pvalue,
-                   paired_p_one=stats.ttest_rel(pb, pr, alternative="greater").pvalue,
-                   d_z=diffs.mean() / diffs.std(ddof=1), test="paired", p=paired.pvalue,
-                   ci_low=ci.low, ci_high=ci.high)
-    if row["test"] == "paired":
-        row["mde"] = detectable_gap(diffs.std(ddof=1), k, alpha)
+        row.update(paired_t=paired.t, paired_df=k - 1, paired_p=paired.p, paired_p_one=paired.p_greater,
+                   d_z=paired.d_z, test="paired", p=paired.p, ci_low=paired.ci_low, ci_high=paired.ci_high,
+                   mde=paired.detectable)
     sizes = [k] if row["test"] == "paired" else [n_ref, n_base]
     if n_boot and row["test"] != "none" and not bootstrap_allowed(sizes, alpha):
         notes.append(f"no bootstrap: {' × '.join(map(str, sizes))} seeds give {distinct_resamples(sizes)} "
@@ -331,35 +308,6 @@ def bootstrap_allowed(sizes, alpha: float = 0.05) -> bool:
     return min(sizes) >= 2 and distinct_resamples(sizes) * alpha / 2 >= MIN_TAIL_RESAMPLES
 
 
-def detectable_gap(sd_diff: float, n: int, alpha: float = 0.05, power: float = POWER) -> float:
-    """The smallest true mean paired difference a two-sided paired t-test over ``n`` seeds detects with
-    ``power`` at level ``alpha``, given the SD of the paired differences (from the noncentral t; the observed SD
-    stands in for the true one, so this is the design's resolution at the noise it met)."""
-    if n < 2 or not np.isfinite(sd_diff) or sd_diff <= 0:
-        return np.nan
-    dof = n - 1
-    crit = stats.t.ppf(1 - alpha / 2, dof)
-
-    def shortfall(delta):  # power at standardised effect delta (mean / (sd / sqrt n)) minus the target
-        wrong_side = np.nan_to_num(stats.nct.cdf(-crit, dof, delta))  # NaN where it underflows past 1e-16
-        return stats.nct.sf(crit, dof, delta) + wrong_side - power
-
-    high = 2 * crit + 4
-    while shortfall(high) < 0:
-        high *= 1.5
-    return float(brentq(shortfall, 0.0, high) * sd_diff / math.sqrt(n))
-
-
-def equivalence_p(diffs, margin: float) -> float:
-    """TOST p-value that the mean of ``diffs`` lies within ±``margin``: the larger of the two one-sided
-    t-tests' p. Below alpha, the (1 − 2·alpha) interval lies inside the margin: "no difference larger than it"."""
-    d = np.asarray(diffs, dtype=float)
-    if len(d) < 2 or _flat(d):
-        return np.nan
-    se, dof = d.std(ddof=1) / math.sqrt(len(d)), len(d) - 1
-    return float(max(stats.t.sf((d.mean() + margin) / se, dof), stats.t.cdf((d.mean() - margin) / se, dof)))
-
-
 def compare_metrics(df, primary: str = "fixed_loss", secondary: str = "val_loss", **kwargs) -> pd.DataFrame:
     """`compare` on the primary metric, with the secondary metric's p and Holm p beside each row and a note
     where the two disagree on significance, so that no verdict holds for one metric silently."""
@@ -374,23 +322,21 @@ def compare_metrics(df, primary: str = "fixed_loss", secondary: str = "val_loss"
     return out
 
 
-def _flat(x: np.ndarray) -> bool:
-    """No spread beyond float rounding: a t statistic would divide by (almost) zero and mean nothing."""
-    return np.ptp(x) <= 1e-12 * max(1.0, np.abs(x).max())
-
-
 def _verdict(r, alpha: float, reference: str) -> str:
+    """The page's sentence for one row: the comparison's word (``verdict_word``) on its Holm p, else, in the
+    conventional band (unadjusted p < 2 * alpha), the same word read as a trend."""
     if np.isnan(r.p):
         return f"gap {r.tested_gap:+.4f}, {r.note}"
-    if r.significant:
-        side = "better" if r.tested_gap > 0 else "worse"
-        return (f"{reference} {side} by {abs(r.tested_gap):.4f}, significant after Holm correction "
+    word = verdict_word(r.tested_gap, r.p_holm, alpha=alpha)
+    if word in ("better", "worse"):
+        return (f"{reference} {word} by {abs(r.tested_gap):.4f}, significant after Holm correction "
                 f"(p_holm={_p(r.p_holm)})")
     detectable = f"; the design detects {r.mde:.4f} with 80 % power" if np.isfinite(getattr(r, "mde", np.nan)) else ""
-    if r.p < 2 * alpha and r.tested_gap > 0:
+    trend = verdict_word(r.tested_gap, r.p, alpha=2 * alpha)
+    if trend == "better":
         return (f"trend favouring {reference} by {r.tested_gap:.4f} (p={_p(r.p)}, not significant after "
                 f"Holm{detectable})")
-    if r.p < 2 * alpha:
+    if trend == "worse":
         return f"{reference} worse by {-r.tested_gap:.4f} (p={_p(r.p)}, not significant after Holm{detectable})"
     return f"no gain (gap {r.tested_gap:+.4f}, p={_p(r.p)}{detectable})"
 

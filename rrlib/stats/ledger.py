@@ -29,6 +29,11 @@ correction (``correction``: which comparisons Holm spans, or none for a claim th
                         untested       while the page's own inputs are missing (a table not built, runs not
                                        finished), or for a claim registered before its design has run
 
+A claim's verdict is its comparison's word, translated: ``judge`` reads the effect, p and margin test by
+``rrlib.stats.paired.verdict_word`` (the rule behind ``rrlib compare``'s verdicts), with the effect signed as the
+claim, so "better" supports the claim and "worse" contradicts it, and a claim of no difference is supported where its
+comparison is "equivalent" at the claim's margin (``CLAIMED``); "inconclusive" means the same in both.
+
 The detectable gap is set against the effect the paper states, never against the same data's estimate. A row whose
 scope is the paper's own runs (``OWN_RUNS``) tests data whose effect *is* the paper's effect, so setting the
 design's power against it would be a post hoc power statement: such a row states its detectable gap alone
@@ -45,13 +50,15 @@ only if every form's is negative and significant.
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from .paired import verdict_word
+
 VERDICTS = ("supported", "contradicted", "inconclusive", "out of reach", "untested")
+# a claim's verdict from its comparison's word (the module docstring)
+CLAIMED = {"better": "supported", "worse": "contradicted", "equivalent": "supported"}
 KINDS = ("directional", "null", "equivalence", "measured")
 COLUMNS = ["paper", "claim", "test", "correction", "effect", "ci_low", "ci_high", "p", "paper_effect", "detectable",
            "margin", "verdict", "evidence"]
@@ -73,14 +80,13 @@ def judge(kind: str, effect: float = np.nan, p: float = np.nan, p_margin: float 
             raise ValueError("a measured claim needs holds=True or False")
         return "supported" if holds else "contradicted"
     if kind == "directional":
-        if np.isfinite(p) and p < alpha:
-            return "supported" if effect > 0 else "contradicted"
-        return "contradicted" if np.isfinite(p_margin) and p_margin < alpha else "inconclusive"
-    if np.isfinite(p_margin) and p_margin < alpha:
-        return "supported"
-    if np.isfinite(p_beyond) and p_beyond < alpha:
-        return "contradicted"
-    return "inconclusive"
+        word = verdict_word(effect, p, alpha=alpha)
+    else:  # no difference: the comparison's equivalence at the claim's margin (one-sided for "no gain")
+        word = verdict_word(effect, np.nan, p_margin, alpha)
+    if word in CLAIMED:
+        return CLAIMED[word]
+    against = p_margin if kind == "directional" else p_beyond
+    return "contradicted" if np.isfinite(against) and against < alpha else "inconclusive"
 
 
 def below_margin_p(effect: float, ci_low: float, ci_high: float, n: int, margin: float, alpha: float = 0.05) -> float:
@@ -138,22 +144,6 @@ def intersection(effects, lows, highs, ps) -> tuple[float, float, float, float]:
     """(effect, ci_low, ci_high, p) of "every part holds": the binding part's (``binding``), all four its own."""
     k = binding(ps, effects)
     return effects[k], lows[k], highs[k], float(ps[k])
-
-
-def paired(diffs, alpha: float = 0.05) -> dict:
-    """Mean of per-seed differences, its t-interval, paired p and the smallest mean the design detects."""
-    from . import detectable_gap
-
-    d = np.asarray(diffs, dtype=float)
-    n = len(d)
-    if n < 2:
-        return {"effect": d.mean() if n else np.nan, "ci_low": np.nan, "ci_high": np.nan, "p": np.nan,
-                "mde": np.nan, "n": n}
-    se = d.std(ddof=1) / math.sqrt(n)
-    half = sps.t.ppf(1 - alpha / 2, n - 1) * se
-    p = 2 * sps.t.sf(abs(d.mean() / se), n - 1) if se > 0 else np.nan
-    return {"effect": d.mean(), "ci_low": d.mean() - half, "ci_high": d.mean() + half, "p": p,
-            "mde": detectable_gap(d.std(ddof=1), n, alpha), "n": n}
 
 
 def detectable_coefficient(stderr: float, dof: float, alpha: float = 0.05, power: float = 0.8) -> float:

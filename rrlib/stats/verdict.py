@@ -1,4 +1,4 @@
-"""Is rule A better than rule B? The paired comparison and the word it earns, for ``rrlib compare`` and the ledger.
+"""Is rule A better than rule B? The paired comparisons and the words they earn, for ``rrlib compare`` and the ledger.
 
 One function answers the question for every caller (``compare_pairs``), so a user's comparison and the report's
 own can never disagree on method. Per (variant, baseline) it takes the seeds both have and their per-seed
@@ -11,15 +11,12 @@ windows), and reports
 - ``detectable``: the smallest true gap the design detects with 80 % power at level α (paired t, at the SD of
   the differences it met; rrlib.stats.detectable_gap);
 - ``p_equivalent`` and its Holm adjustment: the TOST p that the true gap lies within ±``margin``;
-- ``verdict``: one word by ``verdict_word``.
+- ``verdict``: better, worse, equivalent or inconclusive by ``verdict_word`` (rrlib.stats.paired, the one rule
+  behind every "better" and "worse" the project prints) on the Holm-adjusted p and TOST p: better or worse where
+  the Holm p is below α, the gap's sign deciding; equivalent where not and the Holm-adjusted TOST p is; else
+  inconclusive, with the ``detectable`` gap saying what the design could have seen.
 
-The verdict words, in order of precedence:
-
-==============  =====================================================================================
-better / worse  Holm p < α: the gap's sign decides
-equivalent      not better or worse, and the Holm-adjusted TOST p < α: any true gap is within ±margin
-inconclusive    neither: the design could not tell (its ``detectable`` gap says what it could have seen)
-==============  =====================================================================================
+Each pair's numbers are one ``PairedComparison`` (rrlib.stats.paired), written under its ``row()`` names.
 
 A pair one of whose rules diverged (a non-finite metric, or a run recorded ``diverged``) on any of its seeds is
 ``diverged`` instead, with each side's count of diverged seeds (``mark_diverged``, which ``rrlib compare``
@@ -33,39 +30,15 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
-from .ledger import paired
-from . import detectable_gap, equivalence_p, holm
+from .correction import holm
+from .paired import ALPHA, POWER, detectable_gap, paired_comparison, paired_power, verdict_word  # noqa: F401
 
-ALPHA = 0.05
 DEFAULT_MARGIN = 0.01  # nats: the smallest gain the Review paper reports (see the module docstring)
 METRIC = "fixed_loss"
-WORDS = ("better", "worse", "equivalent", "inconclusive", "diverged")
-POWER = 0.8  # the power every design here is sized for
+WORDS = ("better", "worse", "equivalent", "inconclusive", "diverged")  # verdict_word's, and diverged (mark_diverged)
 SD_CONFIDENCE = 0.8  # design_seeds sizes on this one-sided upper confidence bound of the pilot's SD
-
-
-def paired_gap(diffs, alpha: float = ALPHA, margin: float = DEFAULT_MARGIN) -> dict:
-    """The statistics of one paired comparison from its per-seed differences (baseline − variant)."""
-    d = np.asarray(diffs, dtype=float)
-    n = len(d)
-    out = {"seeds": n, "gap": d.mean() if n else np.nan, "sd": d.std(ddof=1) if n > 1 else np.nan,
-           "ci_low": np.nan, "ci_high": np.nan, "p": np.nan, "detectable": np.nan, "p_equivalent": np.nan}
-    if n < 2 or np.ptp(d) <= 1e-12 * max(1.0, np.abs(d).max()):
-        return out  # one seed, or no spread: no t statistic
-    t = paired(d, alpha)  # the ledger's paired t: one formula for both
-    out.update(ci_low=t["ci_low"], ci_high=t["ci_high"], p=float(t["p"]), detectable=t["mde"],
-               p_equivalent=equivalence_p(d, margin))
-    return out
-
-
-def verdict_word(gap: float, p_holm: float, p_equivalent_holm: float, alpha: float = ALPHA) -> str:
-    """better, worse, equivalent or inconclusive (the table in the module docstring)."""
-    if np.isfinite(p_holm) and p_holm < alpha:
-        return "better" if gap > 0 else "worse"
-    if np.isfinite(p_equivalent_holm) and p_equivalent_holm < alpha:
-        return "equivalent"
-    return "inconclusive"
 
 
 def compare_pairs(table: pd.DataFrame, variants, baselines, metric: str = METRIC, margin: float = DEFAULT_MARGIN,
@@ -93,7 +66,7 @@ def compare_pairs(table: pd.DataFrame, variants, baselines, metric: str = METRIC
                    "mean_variant": a[shared].mean() if len(shared) else np.nan,
                    "mean_baseline": b[shared].mean() if len(shared) else np.nan,
                    "seed_list": " ".join(str(s) for s in shared)}
-            row.update(paired_gap(b[shared].to_numpy() - a[shared].to_numpy(), alpha, margin))
+            row.update(paired_comparison(b[shared].to_numpy() - a[shared].to_numpy(), alpha, margin).row())
             rows.append(row)
     out = pd.DataFrame(rows)
     if out.empty:
@@ -119,11 +92,9 @@ def sd_upper_bound(sd: float, n: int, confidence: float = SD_CONFIDENCE) -> floa
     """The one-sided upper ``confidence`` bound of a normal SD estimated over ``n`` values: sd·√((n−1)/χ²), with
     χ² the (1 − confidence) quantile on n − 1 degrees of freedom; NaN where it has no bound (fewer than two values,
     an SD that is not finite)."""
-    from scipy import stats as sp
-
     if n < 2 or not np.isfinite(sd):
         return np.nan
-    return float(sd * np.sqrt((n - 1) / sp.chi2.ppf(1 - confidence, n - 1)))
+    return float(sd * np.sqrt((n - 1) / stats.chi2.ppf(1 - confidence, n - 1)))
 
 
 def design_seeds(sd: float, pilot_n: int, target: float, alpha: float = ALPHA, comparisons: int = 1,
@@ -141,18 +112,6 @@ def design_seeds(sd: float, pilot_n: int, target: float, alpha: float = ALPHA, c
     if not (np.isfinite(sd) and sd > 0) or pilot_n < 2:
         raise ValueError(f"a design cannot be sized from an SD of {sd!r} over {pilot_n} seeds")
     return seeds_needed(sd_upper_bound(sd, pilot_n), target, alpha / max(1, comparisons), most)
-
-
-def paired_power(gap: float, sd: float, n: int, alpha: float = ALPHA) -> float:
-    """The power of a two-sided paired t-test over ``n`` seeds at level ``alpha`` to detect a true gap ``gap`` at
-    this SD of the differences (noncentral t): what a finished design reached for its target."""
-    from scipy import stats as sp
-
-    if n < 2 or not (np.isfinite(sd) and sd > 0):
-        return float("nan")
-    crit = sp.t.ppf(1 - alpha / 2, n - 1)
-    delta = abs(gap) / (sd / np.sqrt(n))
-    return float(sp.nct.sf(crit, n - 1, delta) + np.nan_to_num(sp.nct.cdf(-crit, n - 1, delta)))
 
 
 def diverged_seeds(table: pd.DataFrame, rule: str, seeds, metric: str = METRIC) -> int:

@@ -51,8 +51,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from ..stats.ledger import paired
-from ..stats import detectable_gap
+from ..stats import detectable_gap, paired_comparison
 from ..stats.verdict import seeds_needed
 
 RULES = ("scaled", "scaled_loops", "review")
@@ -361,12 +360,12 @@ def slope_contrast(slopes: pd.DataFrame, estimator: str, reference: str = "scale
                    alpha: float = 0.05) -> dict:
     """The contrast of the powered design: per seed, ``reference``'s slope of log2(optimum) per doubling of N
     minus ``baseline``'s, on one estimator; over the seeds that have both, its mean, t-interval, paired p, the
-    detectable contrast (80 % power), the paired SD and the seeds (``ledger.paired`` with ``sd`` added)."""
+    detectable contrast (80 % power), the paired SD and the seeds (a ``PairedComparison`` under the ledger tables'
+    names, with ``sd`` added)."""
     wide = slopes.pivot(index="seed", columns="variant", values=estimator) if len(slopes) else pd.DataFrame()
-    if not {reference, baseline} <= set(wide.columns):
-        return paired([], alpha) | {"sd": np.nan}
-    d = (wide[reference] - wide[baseline]).dropna()
-    return paired(d, alpha) | {"sd": float(d.std(ddof=1)) if len(d) > 1 else np.nan}
+    both = {reference, baseline} <= set(wide.columns)
+    test = paired_comparison((wide[reference] - wide[baseline]).dropna() if both else [], alpha)
+    return test.effect_row() | {"sd": test.sd}
 
 
 def readings(runs: pd.DataFrame, metric: str = "fixed_loss", alpha: float = 0.05) -> dict[str, pd.DataFrame]:
