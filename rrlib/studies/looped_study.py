@@ -49,9 +49,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
-from ..stats import detectable_gap, paired_comparison
+from ..stats import holm, paired_comparison, verdict_word
 from ..stats.verdict import seeds_needed
 
 RULES = ("scaled", "scaled_loops", "review")
@@ -191,7 +190,9 @@ def seed_slopes(optima: pd.DataFrame) -> pd.DataFrame:
 def transfer_verdicts(slopes: pd.DataFrame, alpha: float = 0.05, margin: float = TRANSFER_MARGIN,
                       span: float = math.log2(LOOPS[-1] / LOOPS[0])) -> pd.DataFrame:
     """Per variant and estimator: mean slope, its t-interval, p (slope 0), the TOST p (|slope| < margin), the
-    detectable slope (``mde``: 80 % power, two-sided α, at the seeds' SD) and the verdict.
+    detectable slope (``mde``: 80 % power, two-sided α, at the seeds' SD) and the verdict, the comparison's word
+    (rrlib.stats.paired.verdict_word) said of a slope: "moves with N" for better or worse, "transfers" for
+    equivalent, "undecided" for inconclusive.
 
     ``span`` is log2 of the N range, for ``fold_change``: the factor by which the optimum moves over it. ``mde`` at
     most ``margin`` is about the TOST's own 80 % power at a true slope of 0 (at 8 seeds that power needs a margin of
@@ -205,19 +206,16 @@ def transfer_verdicts(slopes: pd.DataFrame, alpha: float = 0.05, margin: float =
                    "ci_high": np.nan, "p": np.nan, "p_equivalent": np.nan, "fold_change": np.nan, "mde": np.nan,
                    "verdict": "too few seeds"}
             if len(s) >= 2:
-                mean, sd, dof = s.mean(), s.std(ddof=1), len(s) - 1
-                se = sd / math.sqrt(len(s))
-                half = sps.t.ppf(1 - alpha / 2, dof) * se
-                if se > 0:
-                    p = 2 * sps.t.sf(abs(mean) / se, dof)
-                    p_eq = max(sps.t.sf((mean + margin) / se, dof), sps.t.cdf((mean - margin) / se, dof))
-                else:  # every seed gave the same slope
-                    p, p_eq = (1.0 if mean == 0 else 0.0), (0.0 if abs(mean) < margin else 1.0)
-                verdict = ("moves with N" if p < alpha else f"transfers (within ±{margin:.2g} per doubling)"
-                           if p_eq < alpha else "undecided")
-                row.update(slope=mean, ci_low=mean - half, ci_high=mean + half, p=p, p_equivalent=p_eq,
-                           fold_change=2 ** (mean * span), mde=detectable_gap(sd, len(s), alpha),
-                           verdict=verdict)
+                test = paired_comparison(s, alpha, margin)
+                low, high, p, p_eq = test.ci_low, test.ci_high, test.p, test.p_equivalent
+                if not test.tested:  # every seed gave the same slope: no spread, and no other slope fits it
+                    low = high = test.gap
+                    p, p_eq = (1.0 if test.gap == 0 else 0.0), (0.0 if abs(test.gap) < margin else 1.0)
+                word = verdict_word(test.gap, p, p_eq, alpha)
+                verdict = ("moves with N" if word in ("better", "worse") else
+                           f"transfers (within ±{margin:.2g} per doubling)" if word == "equivalent" else "undecided")
+                row.update(slope=test.gap, ci_low=low, ci_high=high, p=p, p_equivalent=p_eq,
+                           fold_change=2 ** (test.gap * span), mde=test.detectable, verdict=verdict)
             rows.append(row)
     return pd.DataFrame(rows, columns=VERDICT_COLUMNS)
 
@@ -226,27 +224,20 @@ def trainability(optima: pd.DataFrame, reference: str = "scaled", baseline: str 
                  alpha: float = 0.05) -> pd.DataFrame:
     """Per N: baseline − reference of the loss at each seed's grid optimum (positive favours the reference),
     paired over seeds, with its t-interval, paired p and Holm's p over the N where the two rules differ."""
-    from ..stats import holm
-
     rows = []
     for loops, part in optima.groupby("loops", sort=True):
         table = part.pivot(index="seed", columns="variant", values="best_loss")[[reference, baseline]].dropna()
         d = (table[baseline] - table[reference]).to_numpy(dtype=float)
-        row = {"loops": loops, "seeds": len(d), "gap": d.mean() if len(d) else np.nan, "ci_low": np.nan,
-               "ci_high": np.nan, "p": np.nan, "note": ""}
-        if len(d) >= 2 and np.any(d != 0):
-            se = d.std(ddof=1) / math.sqrt(len(d))
-            half = sps.t.ppf(1 - alpha / 2, len(d) - 1) * se
-            row.update(ci_low=d.mean() - half, ci_high=d.mean() + half,
-                       p=2 * sps.t.sf(abs(d.mean()) / se, len(d) - 1) if se > 0 else 0.0)
-        elif len(d):
+        test = paired_comparison(d, alpha)
+        row = {"loops": loops, "seeds": test.seeds, "gap": test.gap, "ci_low": test.ci_low, "ci_high": test.ci_high,
+               "p": test.p, "note": ""}
+        if not test.tested and len(d) >= 2 and np.any(d != 0):  # the same gap at every seed: no spread, shown
+            row.update(ci_low=test.gap, ci_high=test.gap, p=0.0)
+        elif not test.tested and len(d):
             row["note"] = "the same model at this N" if np.all(d == 0) else "too few seeds"
         rows.append(row)
     out = pd.DataFrame(rows)
-    tested = out["p"].notna()
-    out["p_holm"] = np.nan
-    out.loc[tested, "p_holm"] = holm(out.loc[tested, "p"].to_numpy())
-    return out
+    return out.assign(p_holm=holm(out["p"]))  # an N with no test stays outside the family
 
 
 def extension(optima: pd.DataFrame, grid: dict[tuple[str, int], list[float]],
