@@ -47,3 +47,20 @@ def test_a_skip_for_want_of_the_data_rrlib_data_names_fails_ci(tmp_path):
     assert failed.returncode == 1 and "ci: 1 skipped" in failed.stdout
     assert f"although RRLIB_DATA={tmp_path / 'nowhere'} names it" in failed.stderr
     assert skips(run.stdout, tmp_path).returncode == 0  # unset: a skip for want of data is a clone without it
+
+
+def test_a_test_that_meets_the_library_s_missing_data_sentence_is_skipped_only_where_rrlib_data_is_unset(tmp_path):
+    """A run of a preset that trains on the samples, where the library finds no data: skipped for want of it
+    (tests/conftest.py) where RRLIB_DATA is unset, a failure where it names a folder."""
+    (tmp_path / "test_needs_data.py").write_text(
+        "from rrlib.runs.data import DataError\n\n\ndef test_a_tiny_run():\n"
+        "    raise DataError(\"rrlib's data is not on this machine and the hub could not be reached (offline)\")\n")
+    env = {k: v for k, v in os.environ.items() if k != "RRLIB_DATA"}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "tests"), env.get("PYTHONPATH", "")])
+    command = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "conftest", "-p", "no:cacheprovider",
+               str(tmp_path / "test_needs_data.py")]
+    unset = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300)
+    assert "1 skipped" in unset.stdout and f"{NO_DATA}: the library found none" in unset.stdout, unset.stdout
+    named = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                           env={**env, "RRLIB_DATA": str(tmp_path)})
+    assert "1 failed" in named.stdout, named.stdout

@@ -124,7 +124,7 @@ def test_resume_after_sigkill_is_bitwise(tmp_path):
     assert [x["loss"] for x in logs(run_b)] == [x["loss"] for x in logs(tmp_path / "a" / "tiny" / "review" / "seed1")]
 
 
-def test_sigterm_checkpoints_and_exits(tmp_path):
+def test_sigterm_checkpoints_and_exits(tmp_path, data):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "rrlib", "train", "--size", "tiny", "--variant", "standard",
                              "--steps", "100000", "--ckpt-every", "100000", "--out", str(tmp_path)],
@@ -180,7 +180,7 @@ def test_sweep_skips_done_and_shards(tmp_path):
     assert list(results_table(str(tmp_path))["size"]) == ["tiny", "tiny"]
 
 
-def test_two_sweeps_at_once_never_run_the_same_run(tmp_path):
+def test_two_sweeps_at_once_never_run_the_same_run(tmp_path, data):
     args = ["sweep", "--size", "tiny", "--variants", "review,standard", "--seeds", "0,1,2", "--steps", "12",
             "--out", str(tmp_path)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}

@@ -102,7 +102,7 @@ def test_a_plain_name_with_digits_dashes_and_underscores_registers():
     ("torch.set_num_threads(torch.get_num_threads() + 1)", "torch.get_num_threads()"),
 ])
 def test_a_rule_file_that_changes_torch_s_global_state_is_refused_and_no_baseline_is_trained_beside_it(
-        tmp_path, monkeypatch, capsys, head, named):
+        tmp_path, monkeypatch, capsys, head, named, data):
     from rrlib.rules import RULES
     from rrlib.rules.import_guard import torch_state
 
