@@ -33,7 +33,7 @@ class Standard(ResidualRule):
                                       └────── f ─ u ─┘
 
     ``post_norm=True`` is the original Transformer's residual (Vaswani et al., 2017), the baseline ReZero's paper
-    (arXiv 2003.04887) measures its speed against: the sublayer reads the stream without a norm of its own, and a
+    measures its speed against (``rezero``'s docstring cites it): the sublayer reads the stream without a norm of its own, and a
     norm with its own gain (1 at init) follows every addition. RMSNorm, not LayerNorm, as every norm of this
     model; the final RMSNorm before the tied head stays (after the last sublayer's norm it only rescales by its
     gain).
