@@ -11,6 +11,7 @@ REPO = Path(__file__).resolve().parents[1]
 # A test skipped for want of the data says these words: .ci/run fails on them where RRLIB_DATA names the data
 NO_DATA = "for want of rrlib's data"
 NOT_HERE = "not on this machine"  # the library's sentence for data it can neither find nor fetch (rrlib.runs.sources)
+DATA_NAMED = bool(os.environ.get("RRLIB_DATA"))  # as the session starts: a test may unset it for itself
 # GPT-2's BPE files as tiktoken's own gpt2 encoding fetches them (tiktoken_ext.openai_public)
 GPT2_URL = "https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/"
 
@@ -63,7 +64,7 @@ def data(tmp_path_factory) -> Path:
 def data_copy(data) -> Path:
     """The data folder where ``$RRLIB_DATA`` names it: for a test that points RRLIB_DATA at it. (A train sample cut
     from the hub holds the sample's stories but not its bytes, which $RRLIB_DATA's check asks for.)"""
-    if not os.environ.get("RRLIB_DATA"):
+    if not DATA_NAMED:
         pytest.skip(f"{NO_DATA}: this test points RRLIB_DATA at a copy of rrlib's data folder; set RRLIB_DATA")
     return data
 
@@ -92,7 +93,7 @@ def pytest_runtest_makereport(item, call):
     as the data fixture is: it cannot check what it checks on this machine. Where RRLIB_DATA is set it fails."""
     outcome = yield
     report = outcome.get_result()
-    if report.failed and call.excinfo is not None and not os.environ.get("RRLIB_DATA") \
+    if report.failed and call.excinfo is not None and not DATA_NAMED \
             and NOT_HERE in f"{report.longrepr}{report.capstderr}{report.capstdout}":
         report.outcome = "skipped"
         report.longrepr = (str(item.path), item.location[1] or 0,

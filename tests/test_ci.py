@@ -53,14 +53,16 @@ def test_a_test_that_meets_the_library_s_missing_data_sentence_is_skipped_only_w
     """A run of a preset that trains on the samples, where the library finds no data: skipped for want of it
     (tests/conftest.py) where RRLIB_DATA is unset, a failure where it names a folder."""
     (tmp_path / "test_needs_data.py").write_text(
-        "from rrlib.runs.data import DataError\n\n\ndef test_a_tiny_run():\n"
-        "    raise DataError(\"rrlib's data is not on this machine and the hub could not be reached (offline)\")\n")
+        "from rrlib.runs.data import DataError\n\nMISSING = \"rrlib's data is not on this machine (offline)\"\n\n\n"
+        "def test_a_tiny_run():\n    raise DataError(MISSING)\n\n\n"
+        "def test_one_that_unsets_rrlib_data_for_itself(monkeypatch):\n"
+        "    monkeypatch.delenv('RRLIB_DATA', raising=False)\n    raise DataError(MISSING)\n")
     env = {k: v for k, v in os.environ.items() if k != "RRLIB_DATA"}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO / "tests"), env.get("PYTHONPATH", "")])
     command = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "conftest", "-p", "no:cacheprovider",
                str(tmp_path / "test_needs_data.py")]
     unset = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300)
-    assert "1 skipped" in unset.stdout and f"{NO_DATA}: the library found none" in unset.stdout, unset.stdout
+    assert "2 skipped" in unset.stdout and f"{NO_DATA}: the library found none" in unset.stdout, unset.stdout
     named = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300,
                            env={**env, "RRLIB_DATA": str(tmp_path)})
-    assert "1 failed" in named.stdout, named.stdout
+    assert "2 failed" in named.stdout, named.stdout  # as the session began: a test's own unset does not count
