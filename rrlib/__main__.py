@@ -19,7 +19,7 @@ from pathlib import Path
 import yaml
 
 from .home import PARAMS_DIR, given_path
-from .parsing import OneLineParser, add_rules_option, path_text
+from .parsing import MOST_SEEDS, OneLineParser, add_rules_option, path_text
 
 # The valid choices --help names, as the library defines them (rrlib.rules.RULES, rrlib.runs.config.PRECISIONS,
 # rrlib.runs.data.TOKENIZERS and HELDOUT), spelled here so that --help loads no torch.
@@ -142,8 +142,8 @@ def seed_count(text: str) -> list[int]:
         except ValueError:
             raise argparse.ArgumentTypeError(f"--seeds takes a count or a comma-separated list of seeds, got "
                                              f"{text!r}") from None
-        if n < 1:
-            raise argparse.ArgumentTypeError(f"--seeds takes a count of at least 1, got {n}")
+        if not 1 <= n <= MOST_SEEDS:
+            raise argparse.ArgumentTypeError(f"--seeds takes a count from 1 to {MOST_SEEDS:,}, got {n:,}")
         return list(range(n))
     return csv_list(seed_number)(text)
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 
 RULES_VARIABLE = "RRLIB_RULES"  # rrlib.rules.external reads it; the command line sets it from --rules
+# The most seeds one comparison may ask for: a thousand runs a rule is beyond any CPU study here, and a count is
+# checked before it becomes a list (--seeds 100000000 would fill the memory first)
+MOST_SEEDS = 1000
 
 
 class OneLineParser(argparse.ArgumentParser):

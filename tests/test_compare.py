@@ -204,3 +204,43 @@ def test_shards_split_the_missing_runs_not_the_grid(monkeypatch, n):
     assert sorted(cell for share in trained for cell in share) == [("mgr", s) for s in seeds]  # each run once
     assert max(map(len, trained)) - min(map(len, trained)) <= 1
     assert f"[compare] shard 0/{n} trains {len(trained[0])} of the 7 missing runs" in lines
+
+
+def test_a_killed_shard_run_again_trains_every_run_it_had_left(monkeypatch):
+    """Shard 0 of 2 killed with two of its runs left, the other shard done meanwhile: run again, it trains both
+    (its share is its own for good), and finding none missing after, it goes on to the verdict."""
+    from types import SimpleNamespace
+
+    from rrlib.compare import engine
+
+    seeds = list(range(4))
+    grid = [SimpleNamespace(variant=v, seed=s) for s in seeds for v in ("mgr", "standard")]
+    missing = {"before": grid, "after": []}
+    monkeypatch.setattr(engine, "resolved", lambda req, seeds: None)
+    monkeypatch.setattr(engine, "describe", lambda done, todo, log: None)
+    shares = []
+    monkeypatch.setattr(engine, "run_sweep", lambda size, **kw: shares.append(kw["cells"]))
+    request = engine.Request("tiny", ["mgr"], ["standard"], seeds=seeds, shard=(0, 2))
+    monkeypatch.setattr(engine, "plan", lambda runs, move_aside=False, reuse_root=None: ([], missing["before"]))
+    engine.train(request, seeds, lambda line: None)
+    first = shares.pop()
+    left = [SimpleNamespace(variant=v, seed=s) for v, s in first[-2:]]  # killed before its last two
+    calls = iter([left, []])
+    monkeypatch.setattr(engine, "plan", lambda runs, move_aside=False, reuse_root=None: ([], next(calls)))
+    assert engine.train(request, seeds, lambda line: None) == []  # nothing missing after: the verdict follows
+    assert shares == [first[-2:]]
+
+
+def test_shards_of_another_design_are_refused_in_a_shared_out(tmp_path):
+    from rrlib.compare import engine
+
+    ours = engine.Request("tiny", ["mgr"], ["standard"], seeds=[0, 1], shard=(0, 2))
+    theirs = engine.Request("tiny", ["hc"], ["standard"], seeds=[0, 1], shard=(1, 2))
+    sibling = engine.Request("tiny", ["mgr"], ["standard"], seeds=[0, 1], shard=(1, 2))
+    with engine.out_lock(tmp_path / "out", shared=True, design=ours.design):
+        with engine.out_lock(tmp_path / "out", shared=True, design=sibling.design):  # one design: side by side
+            pass
+        with pytest.raises(engine.ConfigError, match="shards of another comparison are training into --out"):
+            with engine.out_lock(tmp_path / "out", shared=True, design=theirs.design):
+                pass
+    assert list((tmp_path / "out").iterdir()) == []  # the last shard out leaves nothing behind

@@ -210,6 +210,7 @@ def shard_request(monkeypatch, sized):
 
     monkeypatch.setattr(engine, "resolved", lambda req, seeds: None)
     monkeypatch.setattr(engine, "trial", lambda req: None)
+    monkeypatch.setattr(engine, "checked_inputs", lambda req, runs: None)
     monkeypatch.setattr(engine, "sized_design", lambda req, log: sized)
     return engine.Request("tiny", ["mgr"], ["standard"], seeds=[0, 1], shard=(0, 2))
 
@@ -220,7 +221,7 @@ def test_a_shard_trains_beside_another_shard_in_one_out(tmp_path, monkeypatch):
     from rrlib.compare import engine
 
     req = shard_request(monkeypatch, (None, {}))  # its share done, the other shard's runs still missing
-    with engine.out_lock(tmp_path / "out", shared=True):  # the other shard, training
+    with engine.out_lock(tmp_path / "out", shared=True, design=req.design):  # the other shard, training
         assert engine.run(req, tmp_path / "out", "rrlib compare ...", log=lambda text: None) is None
 
 
@@ -235,7 +236,7 @@ def test_the_shard_that_finds_every_run_finished_writes_the_verdict_once_the_oth
     holding, release = threading.Event(), threading.Event()
 
     def other_shard():  # between its own last check and its exit
-        with engine.out_lock(tmp_path / "out", shared=True):
+        with engine.out_lock(tmp_path / "out", shared=True, design=req.design):
             holding.set()
             release.wait(10)
 

@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import fcntl
-import os
+import json
 import sys
 import types
 from pathlib import Path
@@ -31,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..parsing import MOST_SEEDS
 from ..stats import detectable_gap
 from ..stats.verdict import (ALPHA, DEFAULT_MARGIN, METRIC, POWER, compare_pairs, design_seeds, mark_diverged,
                               mark_identical, paired_power, sd_upper_bound)
@@ -42,6 +42,7 @@ from ..runs.pace import PACE_FILE, estimated_seconds
 from ..runs.presets import resolve_run
 from ..runs.runfiles import RunConflict, StateError
 from ..runs.sweep import run_sweep
+from .out_folder import out_lock
 
 STANDARD = "standard"  # the rule whose step time per FLOP every other's is divided by
 STUDY_ROOT = "outputs/runs"  # the project's committed runs: read for reuse, never written by compare
@@ -75,6 +76,14 @@ class Request:
         return [(v, b) for v in self.variants for b in self.baselines if v != b]
 
     @property
+    def design(self) -> str:
+        """What the shards of one design share, in words a second design's shard is told apart by: every field but
+        the shard itself and how each call runs (timing, moving folders aside, a slow CPU allowed)."""
+        fields = {k: v for k, v in dataclasses.asdict(self).items()
+                  if k not in ("shard", "timing", "move_aside", "allow_slow")}
+        return json.dumps(fields, sort_keys=True, default=str)
+
+    @property
     def rules(self) -> list[str]:
         """Every rule the comparison trains: the variants, then the baselines, once each."""
         return list(dict.fromkeys([*self.variants, *self.baselines]))
@@ -105,6 +114,10 @@ class Request:
                               f"{self.pilot_seeds}")
         if self.seeds is not None and len(self.seeds) < 2:
             raise ConfigError("a paired test needs at least 2 seeds; give --seeds 2 or more")
+        for flag, count in (("--seeds", len(self.seeds or ())), ("--max-seeds", self.max_seeds)):
+            if count > MOST_SEEDS:
+                raise ConfigError(f"{flag} asks for {count:,} seeds, more than the {MOST_SEEDS:,} one comparison "
+                                  f"may train; give at most {MOST_SEEDS:,} (or --detect, which sizes the design)")
         if self.seeds is not None and len(set(self.seeds)) < len(self.seeds):
             twice = sorted({s for s in self.seeds if self.seeds.count(s) > 1})
             raise ConfigError(f"--seeds names seed {', '.join(map(str, twice))} twice; a seed is one pair of runs, "
@@ -182,9 +195,13 @@ def train(req: Request, seeds, log) -> list[tuple[RunConfig, dict]] | None:
     done, todo = plan(resolved(req, seeds), req.move_aside, req.reuse_root)
     describe(done, todo, log)
     k, n = req.shard
-    # the shard splits the runs still missing, not the whole grid: where one rule's runs are all finished, a split
-    # of the grid would hand every missing run to the shards that hold the other rule's cells
-    mine = todo[k::n]
+    # Each run belongs to one shard for good, by its seed's place and its rule's: a shard run again after a kill
+    # trains the runs it had left, whichever the others finished meanwhile. The rule's place shifts each rule's
+    # seeds by one, so where one rule's runs are all finished already the missing ones still split evenly (a split
+    # of the seed-major grid would hand them all to the shards holding the other rule's cells).
+    place = {rule: i for i, rule in enumerate(req.rules)}
+    order = {seed: j for j, seed in enumerate(seeds)}
+    mine = [run for run in todo if (order[run.seed] + place[run.variant]) % n == k]
     if n > 1 and todo:
         log(f"[compare] shard {k}/{n} trains {len(mine)} of the {len(todo)} missing runs")
     if mine:
@@ -324,8 +341,10 @@ def provenance(req: Request, table: pd.DataFrame, design: dict) -> dict:
 
 
 def trial(req: Request) -> None:
-    """One training step of each rule's model on a batch of one short sequence, before anything is written: a rule
-    that fails (a wrong shape, an error of its own) is named, with its error, in one sentence."""
+    """One training step of each rule's model on a batch of one short sequence, then one forward pass as evaluation
+    runs it (eval mode, no gradients), before anything is written: a rule that fails in either (a wrong shape, an
+    error of its own, one raised only under ``no_grad``) or whose evaluation is not finite (no run of it could be
+    scored) is named, with its error, in one sentence."""
     import torch
 
     from ..model import GPT
@@ -333,36 +352,42 @@ def trial(req: Request) -> None:
     for rule in req.rules:
         cfg = resolve_run(req.size, rule, 0, req.overrides, req.runs_root).model
         tokens = min(8, cfg.seq_len)
+        trial_of = f"a one-step trial (one sequence of {tokens} tokens at size {req.size})"
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)
+            stage = "fails"
             try:
                 x = torch.randint(0, cfg.vocab_size, (1, tokens + 1))
-                _, loss = GPT(cfg)(x[:, :-1], x[:, 1:])
+                model = GPT(cfg)
+                _, loss = model(x[:, :-1], x[:, 1:])
                 loss.backward()
+                stage = "fails in evaluation (eval mode, no gradients) after"
+                model.eval()
+                with torch.no_grad():
+                    logits, _ = model(x[:, :-1])
             except Exception as err:  # a user's rule: whatever it raises is said in one sentence
-                raise ConfigError(f"the rule {rule} fails a one-step trial (one sequence of {tokens} tokens "
-                                  f"at size {req.size}): {type(err).__name__}: {' '.join(str(err).split())}"
-                                  ) from None
+                raise ConfigError(f"the rule {rule} {stage} {trial_of}: {type(err).__name__}: "
+                                  f"{' '.join(str(err).split())}") from None
+        if not torch.isfinite(logits).all():
+            raise ConfigError(f"the rule {rule} gives non-finite logits in evaluation (eval mode, no gradients) after "
+                              f"{trial_of}, so no run of it could be scored; make its eval-mode path finite")
 
 
-@contextlib.contextmanager
-def out_lock(out_dir: Path, shared: bool = False, wait: bool = False):
-    """One compare at a time writes into ``out_dir``: a second is refused in one sentence (the OS releases the lock
-    of a killed process). The lock is held on the folder itself, so no lock file is left behind. ``shared``: the
-    shards of one design, which train side by side into one ``--out``, hold it together (each trains its own share of
-    the runs, and every run folder has a lock of its own); a plain call is refused while they do, and they while it
-    does. ``wait``: block until the lock is free instead of refusing."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(out_dir, os.O_RDONLY)
+def checked_inputs(req: Request, runs: list[RunConfig]) -> None:
+    """Before the plan is said and ``--out`` is made: the run folders (one holding another run is named), the places
+    the runs to train write (``--runs``, the token cache) and their data (here or fetched, long enough for a window),
+    each one sentence."""
+    from ..runs.output_paths import checked_run_outputs
+    from ..runs.rundata import checked_run_data
+
+    _, todo = plan(runs, req.move_aside, req.reuse_root)
     try:
-        try:
-            fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | (0 if wait else fcntl.LOCK_NB))
-        except BlockingIOError:
-            raise ConfigError(f"another rrlib compare is writing into --out {out_dir}; wait for it to finish, or give "
-                              f"another --out") from None
-        yield
-    finally:
-        os.close(fd)
+        for run in todo:
+            checked_run_outputs(run.run_dir, project_path(run.data.cache_dir))
+    except ConfigError as err:  # its advice names the runs root --out, which compare calls --runs
+        raise ConfigError(runs_flag(str(err))) from None
+    for run in {(repr(run.data), run.model.seq_len): run for run in todo}.values():
+        checked_run_data(run)
 
 
 def run(req: Request, out_dir, command: str, log=print) -> pd.DataFrame | None:
@@ -372,10 +397,11 @@ def run(req: Request, out_dir, command: str, log=print) -> pd.DataFrame | None:
 
     req.check()
     files.check_out(out_dir)
-    resolved(req, req.seeds or range(req.pilot_seeds))  # every unknown size, rule or setting before any training
+    first = resolved(req, req.seeds or range(req.pilot_seeds))  # every unknown size, rule or setting
     trial(req)
+    checked_inputs(req, first)
     sharded = req.shard[1] > 1
-    with out_lock(out_dir, shared=sharded):
+    with out_lock(out_dir, shared=sharded, design=req.design):
         table, design = sized_design(req, log)
         if table is None:
             return None

@@ -31,7 +31,9 @@ def evaluate(model, batches: Iterable, device: torch.device, autocast) -> dict:
         loss_sum += -logp.gather(-1, y.unsqueeze(-1)).sum(dtype=torch.float64)
         conf, pred = logp.max(dim=-1)
         conf = conf.exp().flatten()
-        bins = (conf * ECE_BINS).long().clamp_(max=ECE_BINS - 1)
+        # a NaN confidence (a diverged model) has no bin: it is counted in the first, and the loss and ECE it
+        # makes NaN mark the run diverged (rrlib.runs.train), instead of a negative index failing bincount
+        bins = (conf * ECE_BINS).nan_to_num(0.0).long().clamp_(min=0, max=ECE_BINS - 1)
         count += torch.bincount(bins, minlength=ECE_BINS).double()
         conf_sum += torch.bincount(bins, weights=conf.double(), minlength=ECE_BINS)
         correct_sum += torch.bincount(bins, weights=(pred.flatten() == y.flatten()).double(),

@@ -322,12 +322,16 @@ def _train(run, run_dir, data, device, rank, world, accum, stop, progress) -> di
         evals = {"val_loss": paper["loss"], "ece": paper["ece"], "fixed_loss": fixed["loss"],
                  "fixed_ece": fixed["ece"], "paper_eval_tokens": paper["tokens"], "fixed_eval_tokens": fixed["tokens"]}
         final = {"final training loss": mean_loss, "val_loss": paper["loss"], "fixed_loss": fixed["loss"]}
-        far = [f"{name} {loss:.3g}" for name, loss in final.items() if diverged_loss(loss, run.model.vocab_size)]
-        if far:  # finite or not, a number no file should hold as a loss is recorded as missing
+        far = [f"{name} {loss:.3g}" for name, loss in final.items() if diverged_loss(loss, run.model.vocab_size)
+               and math.isfinite(loss)]
+        lost = [name for name, loss in final.items() if loss is not None and not math.isfinite(loss)]
+        if far or lost:  # finite or not, a number no file should hold as a loss is recorded as missing
             evals = {k: v if v is None or math.isfinite(v) else None for k, v in evals.items()}
+            limit = DIVERGED_LOSS_FACTOR * math.log(run.model.vocab_size)
+            why = [f"{', '.join(lost)} not finite"] * bool(lost) + [
+                f"{', '.join(far)} above {DIVERGED_LOSS_FACTOR:g} ln(vocab) = {limit:.2f}"] * bool(far)
             return _finish(run, run_dir, model, header, "diverged", step, minutes_before, clock, start_step, evals,
-                           diverged_step=step, why=f"{', '.join(far)} above {DIVERGED_LOSS_FACTOR:g} ln(vocab) = "
-                                                   f"{DIVERGED_LOSS_FACTOR * math.log(run.model.vocab_size):.2f}")
+                           diverged_step=step, why="; ".join(why))
         return _finish(run, run_dir, model, header, "finished", step, minutes_before, clock, start_step, evals)
     finally:
         if bar is not None:
