@@ -106,3 +106,11 @@ def test_the_rezero_control_reads_post_norm_and_pre_norm_at_each_rules_best_rate
     assert {a.name for a in design["arms"]} == best
     assert "post-norm" in design["spread"] or "pre-norm" in design["spread"]
     assert design["seeds"][0] == 0 and len(design["seeds"]) >= 3
+
+
+def test_page_07_reads_every_reach_study_root_so_a_finished_run_there_rebuilds_it():
+    from rrlib.report.notebooks import NOTEBOOKS, SIDE_ROOTS
+
+    claims_page = next(nb for nb in NOTEBOOKS if nb.name == "07_claims")
+    roots = {study.root.split("/", 1)[1] for study in looped_reach_study.REACH.values()}
+    assert roots <= set(claims_page.own_roots) and roots <= set(SIDE_ROOTS)

@@ -55,7 +55,9 @@ NOTEBOOKS = (
              # and the roots of the studies that answer the rows registered for the CPU's reach (their designs:
              # rrlib.studies.depth_reach_study, looped_reach_study), so their runs reach only this page's inputs
              own_roots=("claims", "convert", "convert_gated", "highway_depth", "layerscale_depth", "rezero_depth",
-                        "rezero_speed", "mechanisms", "loop_norms", "looped_unique")),
+                        "rezero_speed", "mechanisms", "loop_norms", "looped_unique", "highway_control", "highway_rates",
+                        "highway_horizon", "rezero_control", "rezero_horizon", "layerscale_eps", "layerscale_rates",
+                        "layerscale_horizon", "attnres_outputs")),
     Notebook("08_leaderboard", "The leaderboard: every rule of the family against standard at one size, sorted by "
              "the paired gap, with its verdict, detectable gap, parameters, FLOPs and step time per FLOP.",
              own_roots=("power",)),
