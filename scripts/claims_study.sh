@@ -12,6 +12,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PART=${PART:-family}
 SIZE=${SIZE:-family}
+case " family depth conversion " in  # rrlib.studies.claims_study.PARTS; a test keeps the two the same
+  *" $PART "*) ;;
+  *) echo "error: PART=$PART is not a part of the claims study; valid: family, depth, conversion" >&2; exit 2 ;;
+esac
 mkdir -p outputs/logs
+log="outputs/logs/claims-$PART.log"
 OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} python3 -m rrlib.studies.claims_study --part "$PART" --size "$SIZE" "$@" \
-  >> "outputs/logs/claims-$PART.log" 2>&1
+  >> "$log" 2>&1 || { status=$?; echo "error: the claims study's $PART part FAILED (exit $status): $(tail -n 1 "$log")" \
+  "($log)" >&2; exit "$status"; }

@@ -39,7 +39,7 @@ for study in $STUDIES; do
     python3 -m "$module" --study "$study" --design || exit 1
     lines=$(python3 -m "$module" --study "$study" --plan) || exit 1
     [ "$lines" = "$previous" ] && break
-    echo "$lines" | bash scripts/run_sweeps.sh
+    echo "$lines" | bash scripts/run_sweeps.sh || exit 1  # the failed sweeps' logs say why
     previous=$lines
   done
   echo "$(date +%T) $study: every run of its design is done"

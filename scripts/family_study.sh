@@ -6,6 +6,6 @@
 #   JOBS=2 bash scripts/family_study.sh --device cpu
 set -uo pipefail
 cd "$(dirname "$0")/.."
-export JOBS=${JOBS:-2}
+source scripts/jobs.sh
 SIZE=${SIZE:-family}
 for k in $(seq 0 $((JOBS - 1))); do echo "$SIZE-$k --size $SIZE --shard $k/$JOBS"; done | bash scripts/run_sweeps.sh "$@"

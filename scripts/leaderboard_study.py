@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -29,6 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the checkout's rrlib, where the study's runs are
 
+from rrlib.parsing import OneLineParser
 from rrlib.studies.leaderboard_study import (BASELINE, BUDGET_CPU_HOURS, LOGS, OUT, RUNS, SEEDS, SIZE,
                                            minutes_per_run, plan)
 
@@ -74,14 +76,32 @@ def design(rule: str, seeds: int, jobs: int) -> int:
     return compare([rule], seeds, f"{OUT}/{rule}", f"leaderboard_{rule}.log").wait()
 
 
+def budget_hours(text: str) -> float:
+    """--budget: CPU-hours, a finite number of at least 0 (nan and inf are no budget)."""
+    try:
+        hours = float(text)
+    except ValueError:
+        hours = math.nan
+    if not (math.isfinite(hours) and hours >= 0):
+        raise argparse.ArgumentTypeError(f"--budget takes CPU-hours, a number of at least 0 such as 20, got {text!r}")
+    return hours
+
+
+def jobs_count(text: str) -> int:
+    """--jobs (default $JOBS, else 2): a positive whole number, checked when the flags are read, not before --help."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"--jobs (or $JOBS) takes a positive whole number such as 2, got {text!r}")
+    return int(text)
+
+
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="scripts/leaderboard_study.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--run", action="store_true", help="train the plan (default: print it only)")
-    parser.add_argument("--budget", type=float, default=BUDGET_CPU_HOURS, help="CPU-hours (default: %(default)g)")
-    parser.add_argument("--jobs", type=int, default=int(os.environ.get("JOBS", 2)), help="runs side by side")
+    parser.add_argument("--budget", type=budget_hours, default=BUDGET_CPU_HOURS,
+                        help="CPU-hours (default: %(default)g)")
+    # a string default goes through the type after --help has had its say
+    parser.add_argument("--jobs", type=jobs_count, default=os.environ.get("JOBS", "2"), help="runs side by side")
     args = parser.parse_args(argv)
-    if args.budget < 0 or args.jobs < 1:
-        parser.error("--budget must be at least 0 and --jobs at least 1")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.chdir(ROOT)
     try:

@@ -11,14 +11,15 @@
 # records the same clean commit; copy its outputs/looped_grid into the main checkout to commit the results.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-export JOBS=${JOBS:-2} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+source scripts/jobs.sh
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 DESIGN=${DESIGN:-grid}
 SEEDS=${SEEDS:-}
 previous=""
 while :; do
   lines=$(python3 -m rrlib.studies.looped_study --design "$DESIGN" ${SEEDS:+--seeds "$SEEDS"}) || exit 1
   [ "$lines" = "$previous" ] && break
-  echo "$lines" | bash scripts/run_sweeps.sh --device cpu "$@"
+  echo "$lines" | bash scripts/run_sweeps.sh --device cpu "$@" || exit 1  # the failed sweeps' logs say why
   previous=$lines
 done
 echo "looped study ($DESIGN): every cell of the grid and its extension is done (seeds: ${SEEDS:-as designed})"

@@ -13,7 +13,8 @@
 # records the same clean commit; copy its outputs/power folder into the main checkout to commit it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-export JOBS=${JOBS:-2} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+source scripts/jobs.sh
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 design() {  # design NAME COMPARE-FLAGS...: JOBS shards of one compare call side by side, then the verdict
   local name=$1 k
   shift

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Runs `python3 -m rrlib sweep` once for each line "<name> <sweep arguments>" read from stdin, JOBS at a time
 # (default 2). Each sweep writes its output to $LOGS/<name>.log (default outputs/logs) and one line says when it
-# is done or that it FAILED; a failure does not stop the others. This script's own arguments go to every sweep.
+# is done or that it FAILED; a failure does not stop the others, and the script's exit status is 1 when any
+# failed. This script's own arguments go to every sweep.
 #   echo "mini --size mini" | JOBS=2 bash scripts/run_sweeps.sh --device cpu
 set -uo pipefail
-JOBS=${JOBS:-2}
+source "$(dirname "$0")/jobs.sh"
 LOGS=${LOGS:-outputs/logs}
 mkdir -p "$LOGS"
+failed=$(mktemp)
+trap 'rm -f "$failed"' EXIT
 while read -r name args; do
   [ -n "$name" ] || continue
   while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n; done
@@ -16,6 +19,11 @@ while read -r name args; do
      echo "$(date +%T) $name done"
    else
      echo "$(date +%T) $name FAILED ($LOGS/$name.log)"
+     echo "$name" >> "$failed"
    fi) &
 done
 wait
+if [ -s "$failed" ]; then
+  echo "$(date +%T) $(wc -l < "$failed") sweep(s) FAILED: $(sort "$failed" | tr '\n' ' ')(each log says why)" >&2
+  exit 1
+fi

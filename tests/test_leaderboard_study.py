@@ -67,3 +67,23 @@ def test_run_starts_each_rules_shards_then_its_verdict_then_the_board(study, mon
     assert calls == [(["a"], 47, f"{out}/a", "0/2"), (["a"], 47, f"{out}/a", "1/2"), (["a"], 47, f"{out}/a", None),
                      (["b"], 13, f"{out}/b", "0/2"), (["b"], 13, f"{out}/b", "1/2"), (["b"], 13, f"{out}/b", None),
                      (["a"], 47, f"{out}/board", None)]
+
+
+@pytest.mark.parametrize("argv, env, said", [
+    (["--budget", "nan"], {}, "--budget takes CPU-hours"),
+    (["--budget", "inf"], {}, "--budget takes CPU-hours"),
+    (["--help"], {"JOBS": "two"}, None),
+    ([], {"JOBS": "two"}, "--jobs (or $JOBS) takes a positive whole number such as 2, got 'two'"),
+])
+def test_a_bad_budget_or_jobs_is_one_sentence_and_help_always_answers(argv, env, said):
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "leaderboard_study.py"), *argv],
+                          env={**os.environ, **env}, capture_output=True, text=True, timeout=120)
+    if said is None:
+        assert done.returncode == 0 and done.stdout.startswith("usage:"), done.stderr
+    else:
+        assert done.returncode == 2 and said in done.stderr and len(done.stderr.strip().splitlines()) == 1, \
+            done.stderr

@@ -26,7 +26,7 @@ def notebook_parameters(name: str) -> dict:
     return values
 
 
-def run_script(tmp_path, env_extra: dict, *args, fail_on: str = "", script: Path = SCRIPT
+def run_script(tmp_path, env_extra: dict, *args, fail_on: str = "", script: Path = SCRIPT, status: int = 0
                ) -> tuple[list[list[str]], str]:
     stub = tmp_path / "bin"
     stub.mkdir(exist_ok=True)
@@ -38,7 +38,7 @@ def run_script(tmp_path, env_extra: dict, *args, fail_on: str = "", script: Path
     env = {**os.environ, "PATH": f"{stub}{os.pathsep}{os.environ['PATH']}", "STUB_CALLS": str(calls),
            "LOGS": str(tmp_path / "logs"), **env_extra}
     done = subprocess.run(["bash", str(script), *args], env=env, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == status, done.stderr
     lines = calls.read_text().splitlines() if calls.exists() else []
     return sorted(line.split() for line in lines), done.stdout
 
@@ -57,7 +57,7 @@ def test_shards_follow_jobs(tmp_path, jobs):
 
 
 def test_a_failed_sweep_is_reported_with_its_log_and_the_others_still_run(tmp_path):
-    calls, out = run_script(tmp_path, {"JOBS": "2", "SIZE": "mini"}, fail_on="0/2")
+    calls, out = run_script(tmp_path, {"JOBS": "2", "SIZE": "mini"}, fail_on="0/2", status=1)
     assert len(calls) == 2
     assert f"mini-0 FAILED ({tmp_path / 'logs' / 'mini-0.log'})" in out
     assert "mini-1 done" in out
@@ -85,3 +85,45 @@ def test_recipe_ablation_runs_both_recipes_seed_major_where_notebook_04_reads_th
     params = notebook_parameters("04_statistics")
     assert calls == sorted(["-m", "rrlib", "sweep", "--size", size, "--seeds", seed, "--out", params["recipe_root"],
                             "--device", "cpu"] for seed in ("0", "1") for size in ("mini", "mini_paper"))
+
+
+def test_a_study_whose_every_sweep_failed_exits_1_naming_them(tmp_path):
+    stub = tmp_path / "bin"
+    stub.mkdir()
+    (stub / "python3").write_text("#!/bin/sh\nexit 1\n")
+    (stub / "python3").chmod(0o755)
+    env = {**os.environ, "PATH": f"{stub}{os.pathsep}{os.environ['PATH']}", "LOGS": str(tmp_path / "logs"),
+           "JOBS": "2", "SIZES": "tiny mini"}
+    done = subprocess.run(["bash", str(STUDY)], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "2 sweep(s) FAILED: mini tiny" in done.stderr, (done.stdout, done.stderr)
+
+
+@pytest.mark.parametrize("jobs", ["0", "two", "-1"])
+@pytest.mark.parametrize("script", ["run_sweeps.sh", "family_study.sh", "power_study.sh", "looped_study.sh"])
+def test_jobs_that_is_not_a_positive_whole_number_is_one_sentence_before_any_work(tmp_path, jobs, script):
+    stub = tmp_path / "bin"
+    stub.mkdir()
+    (stub / "python3").write_text(f'#!/bin/sh\necho "$@" >> {tmp_path / "calls"}\n')
+    (stub / "python3").chmod(0o755)
+    env = {**os.environ, "PATH": f"{stub}{os.pathsep}{os.environ['PATH']}", "LOGS": str(tmp_path / "logs"),
+           "JOBS": jobs}
+    done = subprocess.run(["bash", str(ROOT / "scripts" / script)], input="tiny --size tiny\n", env=env,
+                          capture_output=True, text=True, timeout=20)
+    assert done.returncode == 2 and done.stderr.startswith(f"error: JOBS={jobs} is not a positive whole number"), \
+        done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "calls").exists()
+
+
+def test_a_claims_study_part_that_does_not_exist_is_one_sentence_and_writes_no_log(tmp_path):
+    from rrlib.studies.claims_study import PARTS
+
+    script = (ROOT / "scripts" / "claims_study.sh").read_text()
+    assert f'" {" ".join(PARTS)} "' in script and f"valid: {', '.join(PARTS)}" in script  # the module's parts
+    copy = tmp_path / "repo"
+    (copy / "scripts").mkdir(parents=True)
+    (copy / "scripts" / "claims_study.sh").write_text(script)
+    done = subprocess.run(["bash", str(copy / "scripts" / "claims_study.sh")], env={**os.environ, "PART": "nosuch"},
+                          capture_output=True, text=True, timeout=20)
+    assert done.returncode == 2 and done.stderr.strip() == (
+        "error: PART=nosuch is not a part of the claims study; valid: family, depth, conversion")
+    assert not (copy / "outputs").exists()
