@@ -44,3 +44,37 @@ def test_compare_refuses_its_data_or_runs_before_it_says_its_plan_or_makes_its_o
     status, out, err = cli(tmp_path, monkeypatch, capsys, *COMPARE, "--seeds", "2", *flags, "--out", "verdict")
     assert one_sentence(status, err) and said in err, err
     assert "[compare]" not in out and not (tmp_path / "verdict").exists()
+
+
+@pytest.mark.parametrize("line, said", [('{"step": "ten", "loss": 2.5}', "line 2 is not a record with a whole-number step"),
+                                        ("Traceback (most recent call last):", "line 2 is not a JSON record"),
+                                        ('{"step": 20, "loss": "2.5"}', "line 2: loss must be a number")])
+def test_a_garbage_line_in_a_run_s_log_is_one_sentence_naming_the_file_and_the_line(tmp_path, line, said):
+    from rrlib.runs.loading import read_metrics
+    from rrlib.runs.runfiles import StateError
+
+    log = tmp_path / "metrics.jsonl"
+    log.write_text('{"step": 10, "loss": 3.0, "lr": 0.001}\n' + line + "\n")
+    with pytest.raises(StateError) as caught:
+        read_metrics(tmp_path)
+    assert str(caught.value).startswith(f"{log} cannot be read ({said}") and "\n" not in str(caught.value)
+    log.write_text('{"step": 10, "loss": NaN, "lr": 0.001}\n')  # a diverged run's log reads
+    assert read_metrics(tmp_path)["step"].tolist() == [10]
+
+
+@pytest.mark.parametrize("variant, options, said", [
+    ("attnres", "{recompute: maybe}", "model.rule_options recompute of variant 'attnres' must be true or false, got "
+                                      "'maybe'"),
+    ("delta_attnres", "{identity_gate: 'yes'}", "model.rule_options identity_gate of variant 'delta_attnres' must be "
+                                                "true or false, got 'yes'"),
+    ("scaled", "{lam: true}", "model.rule_options lam of variant 'scaled' must be a number, got True"),
+    ("denseformer", "{dilation: 9}", "denseformer's dilation 9 lies beyond the model's 2 blocks, where it averages no "
+                                     "two blocks' outputs and so is the standard residual"),
+    ("denseformer", "{period: 3}", "denseformer's period 3 lies beyond the model's 2 blocks"),
+])
+def test_a_rule_option_of_the_wrong_kind_or_that_undoes_the_rule_is_one_sentence(tmp_path, monkeypatch, capsys,
+                                                                                  variant, options, said):
+    status, _, err = cli(tmp_path, monkeypatch, capsys, "train", "--size", "tiny", "--variant", variant, "--steps",
+                         "1", "--set", f"model.rule_options={options}", "--out", "runs")
+    assert one_sentence(status, err) and said in err, err
+    assert not (tmp_path / "runs").exists()

@@ -18,7 +18,7 @@ from torch import nn
 from .cross_depth import CrossDepthRule, positive_int
 from .depth_mixing.attention import depth_mix
 from .depth_mixing.dispatch import full_precision
-from .protocol import INIT_STD, StreamShape, register, rms
+from .protocol import INIT_STD, ConfigError, StreamShape, register, rms
 
 
 class _Dense(NamedTuple):
@@ -99,6 +99,13 @@ class DenseFormer(_DenseOverBlocks):
     def __init__(self, shape: StreamShape, dilation: int = 1, period: int = 1, recompute: bool = False):
         super().__init__(shape, recompute)
         self.dilation, self.period = positive_int("dilation", dilation), positive_int("period", period)
+        beyond = [f"{name} {value}" for name, value in (("dilation", dilation), ("period", period))
+                  if value > self.n_blocks]
+        if beyond:  # no average at all, or each over its own block only: the standard residual under another name
+            verb = "lies" if len(beyond) == 1 else "lie"
+            raise ConfigError(f"denseformer's {' and '.join(beyond)} {verb} beyond the model's {self.n_blocks} blocks, "
+                              f"where it averages no two blocks' outputs and so is the standard residual; give a "
+                              f"dilation and a period of at most {self.n_blocks} (the defaults are 1)")
         self.alphas = nn.ParameterList(nn.Parameter(torch.empty(self.n_sources(b))) if self.averages_after(b) else None
                                        for b in range(self.n_blocks))
         self.reset_parameters()

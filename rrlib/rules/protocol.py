@@ -163,13 +163,33 @@ def rule_class(variant: str) -> type[ResidualRule]:
         raise ConfigError(f"unknown variant {variant!r}; valid variants: {', '.join(sorted(RULES))}") from None
 
 
+# An option's kind, read from the rule's own annotation (``recompute: bool = False``): what YAML or --set may give
+OPTION_KINDS = {"bool": ((bool,), "true or false"), "int": ((int,), "a whole number"),
+                "float": ((int, float), "a number"), "str": ((str,), "text")}
+
+
 def build_rule(variant: str, shape: StreamShape, **options) -> ResidualRule:
     cls = rule_class(variant)
     try:
-        return cls(shape, **options)
+        rule = cls(shape, **options)
     except TypeError as err:  # Python's words name __init__, not the setting: name the options instead
+        _check_kinds(variant, cls, options)
         valid = [name for name in inspect.signature(cls).parameters if name != "shape"]
         unknown = sorted(set(options) - set(valid))
         reason = f"unknown option(s) {', '.join(unknown)}" if unknown else f"a value of the wrong kind ({err})"
         raise ConfigError(f"bad options {options} for variant {variant!r} (model.rule_options): {reason}; valid options: "
                           f"{', '.join(valid) or 'none'}") from None
+    _check_kinds(variant, cls, options)  # a value its class took without a word (``recompute: maybe``)
+    return rule
+
+
+def _check_kinds(variant: str, cls: type, options: dict) -> None:
+    """Each option of the kind its class's annotation names (``OPTION_KINDS``), or one sentence naming it."""
+    for name, parameter in inspect.signature(cls).parameters.items():
+        annotation = parameter.annotation if isinstance(parameter.annotation, str) else \
+            getattr(parameter.annotation, "__name__", None)
+        if name not in options or annotation not in OPTION_KINDS:
+            continue
+        (kinds, words), value = OPTION_KINDS[annotation], options[name]
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            raise ConfigError(f"model.rule_options {name} of variant {variant!r} must be {words}, got {value!r}")

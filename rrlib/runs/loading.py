@@ -6,7 +6,6 @@ is made again, under a separate folder (see ``trained_model``).
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 import sys
 from pathlib import Path
@@ -20,7 +19,7 @@ from .config import PARAMS_DIR, RunConfig, run_folder
 from .data import fixed_eval_windows
 from .presets import resolve_run
 from .rundata import load_run_data
-from .runfiles import read_config, read_result
+from .runfiles import read_config, read_log, read_result
 from .sweep import run_sweep
 from .train import train_run
 
@@ -51,9 +50,7 @@ def standalone_sizes(sizes) -> list[str]:
 def read_metrics(run_dir, column: str = "loss") -> pd.DataFrame:
     """The rows of one run folder's log that carry ``column``: ``loss`` for the logged training steps,
     ``fixed_loss`` for the periodic evaluations of the fixed held-out set."""
-    path = Path(run_dir) / "metrics.jsonl"
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
-    kept = [r for r in rows if column in r]
+    kept = [r for r in read_log(run_dir) if column in r]
     return pd.DataFrame(kept) if kept else pd.DataFrame(columns=["step", column])
 
 

@@ -219,6 +219,32 @@ def read_config(run_dir: Path, fix: str = RESTORE) -> dict | None:
     return read_guarded(Path(run_dir) / "config.json", _config, fix)
 
 
+def _log(path: Path) -> list[dict]:
+    records = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            raise ValueError(f"line {number} is not a JSON record") from None
+        step = record.get("step") if isinstance(record, dict) else None
+        if isinstance(step, bool) or not isinstance(step, int):
+            raise ValueError(f"line {number} is not a record with a whole-number step")
+        for key, value in record.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float, type(None))):
+                raise ValueError(f"line {number}: {key} must be a number, got {value!r}"[:120])
+        records.append(record)
+    return records
+
+
+def read_log(run_dir: Path, fix: str = RESTORE) -> list[dict]:
+    """A run folder's metrics.jsonl, every line a record rrlib writes (a whole-number step, numbers beside it; a
+    diverged run's NaN is a number); [] where there is none. A line that is not is one StateError naming the file
+    and the line, never a type error where the log is drawn."""
+    return read_guarded(Path(run_dir) / METRICS_FILE, _log, fix) or []
+
+
 def read_checkpoint(path: Path, map_location="cpu", mmap: bool = False) -> dict | None:
     def load(p):
         ckpt = torch.load(p, map_location=map_location, weights_only=True, mmap=mmap)

@@ -38,7 +38,6 @@ Choices where the papers are not this harness:
 from __future__ import annotations
 
 import functools
-import json
 import math
 import sys
 
@@ -49,7 +48,7 @@ from ..runs.config import project_path, run_folder
 from ..runs.data import unigram_entropy
 from ..runs.presets import resolve_run
 from ..runs.rundata import load_run_data
-from ..runs.runfiles import read_result
+from ..runs.runfiles import read_log, read_result
 from ..runs.sweep import results_table
 from . import probes, sizing
 from .claims_study import read_probes
@@ -158,7 +157,7 @@ def steps_to(curve: pd.DataFrame, target: float) -> float:
 def eval_curve(study: Study, arm: Arm, seed: int) -> pd.DataFrame:
     """A run's fixed held-out loss at every evaluation (metrics.jsonl) and at its end (result.json)."""
     folder = project_path(run_folder(study.arm_root(arm), study.sizes[0], arm.variant, seed))
-    rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    rows = read_log(folder)
     result = read_result(folder)
     rows = [r for r in rows if "fixed_loss" in r and r["step"] < result["steps"]]
     rows.append({"step": result["steps"], "fixed_loss": result["fixed_loss"]})
