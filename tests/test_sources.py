@@ -268,7 +268,7 @@ def test_a_clone_with_neither_stops_in_one_sentence_within_seconds_before_writin
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: rrlib's data is not on this machine"), done.stderr
     assert "RRLIB_DATA" in lines[0] and "internet" in lines[0] and done.stdout == ""
-    assert took < 12, f"the sentence took {took:.0f} s"
+    assert took < 15, f"the sentence took {took:.0f} s"  # datasets alone backs off for 23 s before its error
     assert not (clone / "outputs" / "runs").exists()
 
 
