@@ -57,3 +57,18 @@ def test_sweep_hours_come_as_a_range_from_the_predicted_mfu_of_the_size():
     for bad in ("30", "0.5-0.2", "fast", "0-0.2"):
         with pytest.raises(ConfigError, match=r"--mfu must be a fraction in \(0, 1\] or a range LOW-HIGH"):
             parse_mfu(bad)
+
+
+@pytest.mark.parametrize("column, value", [("minutes", "soon"), ("steps", "many")])
+def test_a_bad_row_of_the_paper_s_table_is_named_by_its_own_line(tmp_path, column, value):
+    """A word in a column makes pandas read the whole column as text: the row named is the one that holds it."""
+    from rrlib.speed.pricing import read_paper_csv
+
+    lines = REFERENCE_CSV.read_text().splitlines()
+    header = lines[0].split(",")
+    cells = lines[5].split(",")
+    cells[header.index(column)] = value
+    lines[5] = ",".join(cells)
+    (tmp_path / "paper.csv").write_text("\n".join(lines) + "\n")
+    with pytest.raises(ConfigError, match=rf"paper.csv line 6: {column} must be a positive.*, got '{value}'"):
+        read_paper_csv(tmp_path / "paper.csv")

@@ -31,6 +31,7 @@ PACE_FILE = "pace.json"
 # even at that speed, it is refused; under a fiftieth of it, it starts (no model here trains 50x below the peak).
 # Between the two, its steps are timed. The margins also absorb a peak measured while the machine was busy.
 BEYOND, SURE = 10, 1 / 50
+DIRECT_SECONDS = 2.0  # a micro-batch step expected to take at most this long is timed whole (``time_step``)
 
 
 def _machine() -> str:
@@ -69,8 +70,12 @@ def _step_key(run: RunConfig) -> str:
 def time_step(run: RunConfig) -> float:
     """Seconds of one optimizer step of ``run`` on this CPU, from a fresh model (the run's own is not touched).
 
-    A micro-batch of b sequences costs about a + c·b (a fixed part, then the sequences), so steps at one and two
-    sequences give both and the run's micro-batch is read off the line; its accumulation steps multiply it.
+    A micro-batch whose step takes a few seconds at most (``DIRECT_SECONDS``, judged from a step of one sequence)
+    is timed as it is. A larger one costs about a + c·b (a fixed part, then the b sequences), so steps at one and
+    two sequences give both and its time is read off the line: timing it whole would take too long, and only there
+    is the line's noise, multiplied by b, small beside the step (at a small model, a line through two noisy steps
+    of a few hundredths of a second overstates a step of eight sequences several times over). Its accumulation
+    steps multiply it.
     """
     tc, device = run.train, torch.device("cpu")
     micro = tc.micro_batch_size or tc.batch_size
@@ -88,10 +93,12 @@ def time_step(run: RunConfig) -> float:
         return best
 
     seconds(min(micro, 2))  # the first steps allocate and pick kernels: not what the rest cost
-    if micro <= 2:
+    one = seconds(1)
+    if micro <= 2 or one * micro <= DIRECT_SECONDS:
+        seconds(micro)  # its own first step at this size, as above
         per_micro = seconds(micro)
     else:
-        one, two = seconds(1), seconds(2)
+        two = seconds(2)
         per_micro = two + (micro - 2) * max(two - one, 0.0)
     return per_micro * (tc.batch_size // micro)
 

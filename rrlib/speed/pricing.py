@@ -66,6 +66,9 @@ def read_paper_csv(csv_path: Path):
     if missing:
         raise ConfigError(f"--paper-csv {csv_path} has no column {', '.join(missing)}; the paper's run table has "
                           f"{', '.join(PAPER_COLUMNS)}")
+    # read as numbers column by column: one word in a column makes pandas read the whole column as text, and the
+    # first row would be named for the word of a later one
+    numbers = {name: pd.to_numeric(table[name], errors="coerce") for name in ("steps", "minutes")}
     for row in table.itertuples():
         where = f"{csv_path} line {row.Index + 2}"  # line 1 is the header
         if row.size not in PAPER_SIZES:
@@ -74,13 +77,12 @@ def read_paper_csv(csv_path: Path):
             raise ConfigError(f"{where}: unknown variant {row.variant!r}; valid: "
                               f"{', '.join(sorted({*RULES, *PAPER_VARIANTS}))}")
         for name in ("steps", "minutes"):
-            value = getattr(row, name)
-            if isinstance(value, str) or not (math.isfinite(value) and value > 0) or \
-                    (name == "steps" and value != int(value)):
+            value = float(numbers[name][row.Index])
+            if not (math.isfinite(value) and value > 0) or (name == "steps" and value != int(value)):
                 kind = "a positive whole number" if name == "steps" else "a positive number"
-                shown = f"{value:g}" if isinstance(value, float) and math.isfinite(value) else repr(value)
+                shown = f"{value:g}" if math.isfinite(value) else repr(getattr(row, name))
                 raise ConfigError(f"{where}: {name} must be {kind}, got {shown}")
-    return table.reset_index(drop=True)
+    return table.assign(**numbers).reset_index(drop=True)
 
 
 @functools.cache
