@@ -181,10 +181,11 @@ summary = table.groupby("variant")["fixed_loss"].agg(["mean", "std", "count"]).l
     [v for v in variants if v in set(table["variant"])]]
 print(f"{size}: {len(table)} runs ({', '.join(f'{v} {n}' for v, n in summary['count'].items())}); "
       f"{int((table['status'] != 'finished').sum())} did not finish.")
-print("Mean held-out loss (fixed set): " + ", ".join(
+scored = summary[summary["count"] > 0]  # a variant whose every run diverged has no held-out loss to compare
+print("Mean held-out loss (fixed set): " + (", ".join(
     f"{v} {row['mean']:.4f}" + (f" ± {row['std']:.4f}" if row["count"] > 1 else "")
-    for v, row in summary.iterrows()) + ".")
-if "review" in summary.index and len(summary) > 1:
+    for v, row in scored.iterrows()) or "none, as no run finished") + ".")
+if "review" in scored.index and len(scored) > 1:
     comparison = stats.compare(table, metric="fixed_loss")
     for _, row in stats.verdicts(comparison).iterrows():
         print(f"Against each baseline (gap = baseline − review, paired by seed where possible): {row['verdict']}.")
