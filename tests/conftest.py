@@ -165,7 +165,9 @@ def registry_as_it_was(monkeypatch):
     from rrlib.rules import external, protocol
 
     saved = dict(protocol.RULES), dict(protocol.SOURCES), dict(external._LOADED)
-    monkeypatch.delenv(external.ENV, raising=False)
+    # set, not deleted: monkeypatch then removes it afterwards whatever a command exported into it meanwhile (--rules
+    # does), so no later test's subprocess loads this test's rule files; empty, it names none
+    monkeypatch.setenv(external.ENV, "")
     yield
     for live, kept in zip((protocol.RULES, protocol.SOURCES, external._LOADED), saved):
         live.clear()
