@@ -172,12 +172,12 @@ def design(study: Study) -> dict:
     if study.estimate == depth.TRAINED:
         values, spread = depth.trained_spread()
         sized = sizing.size(values, study.target, study.alpha, study.family, study.one_sided)
-        return {"arms": study.arms, "seeds": _seeds(study, sized), "spread": spread, "sizing": sized}
+        return {"arms": study.arms, "seeds": depth._seeds(study, sized), "spread": spread, "sizing": sized}
     if study.estimate == "learned output growth":
         by_size = {size: sizing.size(d, study.target, study.alpha, study.family)
                    for size, d in output_growth_differences().items()}
         size, sized = max(by_size.items(), key=lambda item: item[1]["seeds"] or 10**6)
-        return {"arms": study.arms, "seeds": _seeds(study, sized), "sizing": sized,
+        return {"arms": study.arms, "seeds": depth._seeds(study, sized), "sizing": sized,
                 "spread": f"committed outputs/mechanisms probes (seeds {COMMITTED_OUTPUT_SEEDS[0]}-"
                           f"{COMMITTED_OUTPUT_SEEDS[-1]}), learned growth of update_rms, the depth needing the most "
                           f"seeds: {size}"}
@@ -191,13 +191,8 @@ def design(study: Study) -> dict:
     pair, sized = max(by_pair.items(), key=lambda item: item[1]["seeds"] or 10**6)
     arms = tuple(dict.fromkeys(control["arms"] + prenorm["arms"]))
     rates = ", ".join(f"{a.name.split('_lr')[0]} at lr {a.lr:g}" for a in arms)
-    return {"arms": arms, "seeds": _seeds(study, sized), "sizing": sized,
+    return {"arms": arms, "seeds": depth._seeds(study, sized), "sizing": sized,
             "spread": f"the pilot: {rates}; the {pair} pair's speedups need the most seeds"}
-
-
-def _seeds(study: Study, sized: dict) -> tuple:
-    n = min(sized["seeds"] or depth.MOST_SEEDS, depth.MOST_SEEDS)
-    return tuple(range(study.first_seed, study.first_seed + n))
 
 
 def main(argv=None) -> int:
