@@ -16,10 +16,11 @@ MAX_LINES = 450
 # so what a study reads lives on its floor or below: reading a run folder back is runs' (runs.loading), measuring
 # a trained model is the studies' own (studies.probes, studies.gates). claims and compare share the floor above
 # the report and stay apart; the top is the package's public names, the command line and budget's old address.
-LAYERS = {"stats": 0, "rules": 0, "model": 1, "runs": 2, "studies": 3, "speed": 3, "report": 4, "claims": 5,
-          "compare": 5}
-APART = (0, 3, 5)  # the layers whose packages stay apart
-TOP = 6
+# results (each study's result read from its run folders) sits above what it reads and below what shows it.
+LAYERS = {"stats": 0, "rules": 0, "model": 1, "runs": 2, "studies": 3, "speed": 3, "results": 4, "report": 5,
+          "claims": 6, "compare": 6}
+APART = (0, 3, 6)  # the layers whose packages stay apart
+TOP = 7
 
 
 def module_files() -> dict[str, Path]:
