@@ -1,5 +1,5 @@
-"""Train, sweep, compare, benchmark and report: rrlib train|sweep|compare|bench|report ... (also python -m rrlib
-...; each command has its own --help).
+"""Train, sweep, compare, benchmark, run a study and report: rrlib train|sweep|compare|bench|study|report ... (also
+python -m rrlib ...; each command has its own --help).
 
 Every error a user can cause (unknown size or variant, bad numbers, missing data) ends in one sentence and
 exit status 2; nothing already written is touched. A relative path typed here (--out, --data-path, --val-path,
@@ -204,7 +204,8 @@ def reported(command) -> int:
 # Subcommands that own their arguments: rrlib <name> ... → <parser module>.parse_args(argv) answers --help and
 # usage mistakes without torch, then <module>.main(argv) runs the command.
 DELEGATED = {"bench": ("rrlib.speed.arguments", "rrlib.speed.bench"),
-             "report": ("rrlib.report.arguments", "rrlib.report.build")}
+             "report": ("rrlib.report.arguments", "rrlib.report.build"),
+             "study": ("rrlib.studies.command", "rrlib.studies.command")}
 
 
 VALUE_FLAGS = ("--shard",)  # flags whose value may start with "-" (a bad shard such as -1/2)
@@ -257,7 +258,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog=prog(), description=" ".join(__doc__.split("\n\n")[0].split()))
     sub = parser.add_subparsers(dest="command", required=True)
     for name, text in (("bench", "throughput, MFU and memory per variant"),
-                       ("report", "execute the notebooks and render the report into paper/")):
+                       ("report", "execute the notebooks and render the report into paper/"),
+                       ("study", "list, plan, run and follow the report's studies (rrlib study list)")):
         sub.add_parser(name, help=text, add_help=False)
 
     sizes, variants = choices()

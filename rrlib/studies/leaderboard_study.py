@@ -1,17 +1,23 @@
 """The leaderboard study's design: every rule of the family, old and new, against standard at ``family_power`` with
 its 47 seeds, through ``rrlib compare``, reusing the committed runs under outputs/power/runs (standard, attnres,
-delta_attnres and mgr have all 47). scripts/leaderboard_study.py prints this plan and runs it; page 08 reads it.
+delta_attnres and mgr have all 47). ``rrlib study plan leaderboard`` prints this plan and ``rrlib study run
+leaderboard`` runs it (rrlib.studies.registry); page 08 reads it.
 
 The plan: per rule, the seeds already finished, the runs to train, the CPU-minutes a run takes and the CPU-hours.
 Minutes per run: a rule with finished ``family_power`` runs, their median; any other, the median of the committed
-standard runs times the rule's step time over standard's (``step_ratios``: the script measures it with ``rrlib
-bench``, page 08 reads it from the committed benchmark files, so the page is built from files alone). Rules are
+standard runs times the rule's step time over standard's (``step_ratios``: ``rrlib study run`` measures it with
+``rrlib bench``, page 08 reads it from the committed benchmark files, so the page is built from files alone). Rules are
 taken in order, the new ones and Review first, then the rest of the ``family`` preset's; each gets all 47 seeds while
 the budget lasts, the first that does not fit gets the seeds the rest of the budget buys (none below 4, a pilot's
 seeds), and so on (the plan says at what seeds each rule stands).
 """
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
 from typing import Callable
 
 SIZE, SEEDS, BASELINE = "family_power", 47, "standard"
@@ -20,6 +26,21 @@ NEW_RULES = ("denseformer", "dynamic_dense", "laurel_rw", "laurel_lr", "value_re
 FIRST = (*NEW_RULES, "review")  # the issue's order: the new rules and Review before the rest
 BUDGET_CPU_HOURS = 20.0
 MIN_SEEDS = 4  # the fewest seeds a rule is run at (rrlib.studies.power_study's pilot)
+
+
+def step_ratios(rules: list[str], repeats: int = 10) -> dict[str, float]:
+    """Each rule's step time over standard's at ``SIZE`` on this CPU: ``rrlib bench``, every rule in one process,
+    ``repeats`` interleaved single steps at one thread, each timed by the thread's CPU time (docs/speed.md; a busy
+    machine still moves a ratio by several per cent)."""
+    from ..runs.config import project_path
+
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "bench.json"
+        subprocess.run([sys.executable, "-m", "rrlib", "bench", "--size", SIZE, "--variants",
+                        ",".join([BASELINE, *rules]), "--device", "cpu", "--steps", "1", "--repeats", str(repeats),
+                        "--threads", "1", "--out", str(out)], cwd=project_path("."), check=True,
+                       stdout=subprocess.DEVNULL)
+        return {row["variant"]: row["step_time_vs_standard"] for row in json.loads(out.read_text())["results"]}
 
 
 def board() -> list[str]:
