@@ -1,0 +1,157 @@
+"""``rrlib study``: list, plan and status read the committed runs exactly; run trains a tiny stand-in study end to
+end (its steps in order, shards side by side), skips what is done on a second call, and exits 1 naming a run that
+failed; bad input is one sentence and exit 2 before any work."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rrlib.studies import command, registry
+from rrlib.studies.work import Job, Plan, Run, state, sweep_job
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def study(argv, env=None):
+    return subprocess.run([sys.executable, "-m", "rrlib", "study", *argv], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, **(env or {})})
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["run", "nosuch"], "error: rrlib study run names an unknown study 'nosuch'; valid choices: sizes, depth, "),
+    (["status"], "error: rrlib study status names no study; valid choices: sizes, "),
+    (["run", "sizes", "--jobs", "0"], "error: --jobs takes a positive whole number such as 2"),
+    (["run", "sizes", "--jobs", "two"], "error: --jobs takes a positive whole number such as 2"),
+    (["launch", "sizes"], "error: unknown action 'launch'; valid choices: list, plan, run, status"),
+])
+def test_bad_input_is_one_sentence_naming_the_choices_before_any_work(argv, said):
+    done = study(argv)
+    assert done.returncode == 2 and done.stderr.startswith(said) and len(done.stderr.strip().splitlines()) == 1, \
+        done.stderr
+    if "valid choices: sizes" in said:
+        assert done.stderr.strip().endswith(", ".join(registry.STUDIES)[-40:])
+
+
+def test_every_study_the_scripts_ran_is_registered():
+    scripts = {"sizes", "depth", "size_tokens", "recipe_ablation", "family", "family_mini", "looped_grid",
+               "looped_power", "power_pilot", "claims_family", "claims_depth", "claims_conversion", "unique_layers",
+               "leaderboard", *registry.POWER_DESIGNS}
+    from rrlib.studies.looped_reach_study import REACH
+
+    assert scripts | set(REACH) == set(registry.STUDIES)
+
+
+def finished_results(root: str, sizes, variants, seeds) -> int:
+    return sum((ROOT / root / size / v / f"seed{s}" / "result.json").exists()
+               for size in sizes for v in variants for s in seeds)
+
+
+def test_list_plan_and_status_count_the_committed_runs(monkeypatch, capsys):
+    from rrlib.runs.presets import load_preset
+    from rrlib.studies import reach_control_study as control
+
+    variants = load_preset("mini").variants
+    recipe = finished_results("outputs/recipe", ("mini", "mini_paper"), variants, range(5))
+    rates = control.HIGHWAY_RATES
+    rates_done = sum((ROOT / rates.arm_root(a) / "reach100" / a.variant / f"seed{s}" / "result.json").exists()
+                     for a in rates.arms for s in control.FIXED_SEEDS[rates.name])
+    monkeypatch.setattr(command, "STUDIES", {n: registry.STUDIES[n] for n in ("recipe_ablation", "highway_rates")})
+    assert command.main(["list"]) == 0
+    rows = {line.split()[0]: line.split()[1] for line in capsys.readouterr().out.splitlines()[1:] if line[:1].strip()}
+    assert rows["recipe_ablation"] == f"{recipe}/{2 * len(variants) * 5}"
+    assert rows["highway_rates"] == f"{rates_done}/{len(rates.arms) * 2}"
+
+    assert command.main(["plan", "highway_rates"]) == 0
+    out = capsys.readouterr().out
+    assert f"step 1: {len(rates.arms)} calls, side by side" in out and "timed at reach100" in out
+    assert out.count("rrlib sweep --size reach100 --variants highway_convex") == len(rates.arms)
+    assert f"{rates_done}/{len(rates.arms) * 2} runs done" in out
+
+    assert command.main(["status", "recipe_ablation"]) == 0
+    assert capsys.readouterr().out.startswith(f"recipe_ablation: {recipe}/{2 * len(variants) * 5} runs done")
+
+
+def test_the_powered_plan_gives_its_pilots_arithmetic(capsys):
+    assert command.main(["plan", "review_power_mini"]) == 0
+    out = capsys.readouterr().out
+    assert "pilot: review_power_mini: the pilot's paired SD is" in out and "10 seeds detect 0.01 nats" in out
+    assert "rrlib compare --allow-slow --size review_power_mini --variants review --against highway --seeds 10" in out
+
+
+@pytest.fixture
+def stand_in(tmp_path, monkeypatch):
+    """A two-step study at the tiny size, 4 steps a run: standard at seeds 0 and 1, then review at seed 0."""
+    root = str(tmp_path / "runs")
+
+    def plan(ready):
+        steps = [[sweep_job("first", "tiny", ["standard"], [0, 1], root, "--steps", "4", "--device", "cpu")],
+                 [sweep_job("then", "tiny", ["review"], [0], root, "--steps", "4", "--device", "cpu")]]
+        return Plan(steps, ["  a stand-in"])
+
+    entry = registry.Entry("stand_in", "rrlib.runs.sweep", "a tiny stand-in", plan, logs=str(tmp_path / "logs"))
+    monkeypatch.setattr(command, "STUDIES", {"stand_in": entry})
+    monkeypatch.setattr(command, "POLL_SECONDS", 0.2)
+    return entry, root
+
+
+def test_a_stand_in_study_runs_its_steps_then_resumes_with_nothing_to_do(stand_in, capsys, monkeypatch):
+    entry, root = stand_in
+    assert command.main(["run", "stand_in", "--jobs", "2"]) == 0
+    err = capsys.readouterr().err
+    runs = [Run(root, "tiny", "standard", 0), Run(root, "tiny", "standard", 1), Run(root, "tiny", "review", 0)]
+    assert [state(r) for r in runs] == ["done"] * 3
+    assert "--shard 0/2" in err and "--shard 1/2" in err  # one call, fewer than --jobs: split into shards
+    assert "3/3 done" in err and err.index("tiny/standard/seed") < err.index("tiny/review/seed0")  # steps in order
+
+    def no_process(*args, **kwargs):
+        raise AssertionError("a finished study starts nothing")
+
+    monkeypatch.setattr(command.subprocess, "Popen", no_process)
+    assert command.main(["run", "stand_in"]) == 0
+    assert "every run of its plan is done (3 runs)" in capsys.readouterr().err
+    assert command.main(["status", "stand_in"]) == 0
+    assert capsys.readouterr().out.startswith("stand_in: 3/3 runs done")
+
+
+def test_a_failed_run_makes_run_exit_1_naming_it_and_status_names_it(stand_in, capsys):
+    entry, root = stand_in
+    broken = Run(root, "tiny", "standard", 1)
+    broken.folder.mkdir(parents=True)
+    (broken.folder / "config.json").write_text("{ not json")  # the sweep cannot read it, and names it
+    assert command.main(["run", "stand_in"]) == 1
+    err = capsys.readouterr().err
+    assert f"error: study stand_in: 1 run failed: {broken} (log " in err
+    assert state(Run(root, "tiny", "standard", 0)) == "done"
+    assert state(Run(root, "tiny", "review", 0)) == "left"  # a failed step stops the steps after it
+    assert json.loads((Path(entry.logs) / "study-stand_in.json").read_text())["failed"].keys() == {str(broken)}
+    assert command.main(["status", "stand_in"]) == 0
+    out = capsys.readouterr().out
+    assert "1/3 runs done" in out and "1 failed" in out and f"failed: {broken} (log " in out
+
+
+def test_status_tells_running_stopped_and_left_runs(stand_in, capsys):
+    from rrlib.runs.folders import run_lock
+
+    entry, root = stand_in
+    stopped = Run(root, "tiny", "standard", 1)
+    stopped.folder.mkdir(parents=True)
+    (stopped.folder / "metrics.jsonl").write_text('{"step": 2, "loss": 5.0}\n')
+    held = Run(root, "tiny", "standard", 0)
+    with run_lock(held.folder):
+        assert state(held) == "running"
+        assert command.main(["status", "stand_in"]) == 0
+    out = capsys.readouterr().out
+    assert "0/3 runs done" in out and "1 running" in out and "1 stopped part-way" in out and "1 left" in out
+    assert f"running (held by another process): {held}" in out and f"stopped part-way: {stopped}" in out
+    assert state(held) == "left"
+
+
+def test_shards_split_a_step_with_fewer_calls_than_jobs():
+    one = Job("a", ("sweep",), tuple(Run("r", "tiny", "standard", s) for s in range(3)))
+    parts = command.shards([one], 4)
+    assert [p.argv[-1] for p in parts] == ["0/3", "1/3", "2/3"]  # never more shards than runs
+    assert sorted(r.seed for p in parts for r in p.runs) == [0, 1, 2]
+    assert command.shards([one, one], 2) == [one, one]
