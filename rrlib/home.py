@@ -2,7 +2,7 @@
 the notebooks, the paper's reference table, and the repository's address.
 
 Inside a checkout (the package beside ``pyproject.toml`` and ``params/``: a clone, or an editable install) the
-project root is the checkout, as it has always been, so a relative path in a preset or a result file (out_root
+project root is the checkout, so a relative path in a preset or a result file (out_root
 ``outputs/runs``, cache_dir ``outputs/cache``) means the same file on every clone and a committed run's
 fingerprint does not change. An installed package (a wheel in site-packages) carries its presets, notebooks and
 reference table inside itself, and reads and writes run folders, caches and relative data paths against

@@ -199,7 +199,8 @@ class GPT(nn.Module):
     def __init__(self, cfg: ModelConfig, plain_head: bool = False):
         super().__init__()
         self.cfg = cfg
-        # plain_head: the head and loss as first written (unpadded matmul, full fp32 logits), for comparison
+        # plain_head: the unpadded head and loss (plain matmul, full fp32 logits): the reference the padded,
+        # chunked path is checked against
         self.head_rows = cfg.vocab_size if plain_head else head_rows(cfg.vocab_size)
         self.loss_chunk = None if plain_head else LOSS_CHUNK_TOKENS
         self.step_fn, self.proposal_fn, self.chunk_fn = residual_step, proposal, None

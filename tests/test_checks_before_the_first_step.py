@@ -1,5 +1,5 @@
 """Everything a run can be refused for is found before its first step and before it writes a file; result files are
-read through a schema; the data is identified by its tokens; paths mean what the user typed (issue 27)."""
+read through a schema; the data is identified by its tokens; paths mean what the user typed."""
 import dataclasses
 import errno
 import json

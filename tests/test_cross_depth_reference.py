@@ -1,6 +1,6 @@
-"""The optimised cross-depth rules compute what their first formulas did (issue 13, item 5).
+"""The optimised cross-depth rules compute what their plain formulas give.
 
-Each reference below is the rule as first written, kept here and not in the library: every read stacks its
+Each reference below is the rule's plain formula, kept here and not in the library: every read stacks its
 sources and normalises them all again, weighted sums are einsums, Sinkhorn works on (…, n, n). The model's
 forward and the gradients of every parameter must agree with it to float tolerance on random inputs and
 random (perturbed) rule parameters, unlooped and looped. The ``recompute`` option must give the plain path's
@@ -16,7 +16,7 @@ from test_cross_depth import gpt, perturb
 
 
 def _attend(query, sources):
-    """Softmax over depth of a (S, B, T, d) stack, as first written."""
+    """Softmax over depth of a (S, B, T, d) stack, by the plain formula."""
     values = torch.stack(sources)
     if len(values) == 1:
         return values[0]

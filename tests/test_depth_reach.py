@@ -37,7 +37,7 @@ def by_hand(model, idx, pre_norm=True):
     return F.linear(model.norm_f(rule.end(state)), model.head.weight)
 
 
-# a value-mixing rule also hands each attention its values (tests/test_new_rules.py writes that forward out)
+# a value-mixing rule also hands each attention its values (tests/test_dense_and_value_rules.py writes that forward out)
 @pytest.mark.parametrize("variant", sorted(v for v, cls in RULES.items() if not issubclass(cls, ValueMixingRule)))
 def test_every_rule_keeps_its_pre_norm_and_its_output(variant):
     model = small(variant)

@@ -1,4 +1,4 @@
-"""The paper's recipe by default, rrlib's choices as named switches (issue 15, item 1).
+"""The paper's recipe by default, rrlib's choices as named switches.
 
 The paper's code (its src/train.py) gives every nn.Linear N(0, 0.02) and zeroes only the Review gate
 afterwards, decays every tensor with AdamW(model.parameters()), runs fp32 with TF32 matmuls, tokenises with

@@ -1,4 +1,4 @@
-"""A run folder never claims what it did not run; every fault and bad input ends in one sentence (issue 14)."""
+"""A run folder never claims what it did not run; every fault and bad input ends in one sentence."""
 import json
 import os
 import shutil

@@ -1,5 +1,5 @@
 """No command writes over anything but a regular file or a folder; a diverged run reads back as diverged; every
-bad input of every subcommand and notebook parameter is one sentence and exit 2 (issue 33)."""
+bad input of every subcommand and notebook parameter is one sentence and exit 2."""
 import json
 import os
 from pathlib import Path

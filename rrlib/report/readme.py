@@ -164,19 +164,25 @@ def _claim_verdict(r, exploratory: bool) -> str:
     return f"**{r['verdict'].split(':')[0]}**" + (" (exploratory)" if exploratory else "")
 
 
+def claims_counts(tables: Path) -> str:
+    """The README's line on page 07's ledger: the registered claims' verdicts counted by kind (the words before a
+    colon, in the ledger's order), and the exploratory readings beside them."""
+    df = _read(tables, "07_claims")
+    later = df["status"] == "exploratory" if "status" in df else pd.Series(False, index=df.index)
+    kinds: dict[str, int] = {}
+    for verdict in df.loc[~later, "verdict"]:
+        kinds[verdict.split(":")[0]] = kinds.get(verdict.split(":")[0], 0) + 1
+    return (f"{(~later).sum()} registered claims: " + ", ".join(f"**{n} {kind}**" for kind, n in kinds.items())
+            + (f"; {later.sum()} exploratory readings beside the claims they follow" if later.any() else "")
+            + ".\n")
+
+
 def claims(tables: Path) -> str:
-    """Page 07's ledger: the verdicts counted by kind, then one line per claim, its verdict, and its effect with the
+    """Page 07's ledger (docs/results.md): the counts, then one line per claim, its verdict, and its effect with the
     interval where it has one."""
     df = _read(tables, "07_claims")
     later = df["status"] == "exploratory" if "status" in df else pd.Series(False, index=df.index)
-    kinds: dict[str, int] = {}  # the registered claims' verdicts by kind (the words before a colon), in order
-    for verdict in df.loc[~later, "verdict"]:
-        kinds[verdict.split(":")[0]] = kinds.get(verdict.split(":")[0], 0) + 1
-    counts = (f"{(~later).sum()} registered claims: " + ", ".join(f"**{n} {kind}**" for kind, n in kinds.items())
-              + (f"; {later.sum()} exploratory readings beside the claims they follow" if later.any() else "")
-              + ".\n\n")
-
-    return counts + _markdown(["paper", "claim", "verdict", "effect [95 %]",
+    return claims_counts(tables) + "\n" + _markdown(["paper", "claim", "verdict", "effect [95 %]",
                                "could the CPU answer it? (detectable gap, 80 % power)"],
                               [[r["paper"], r["claim"], _claim_verdict(r, x), _claim_effect(r), ledger.could_see(r)]
                                for (_, r), x in zip(df.iterrows(), later)])
@@ -301,7 +307,8 @@ def leaderboard(tables: Path) -> str:
 DOCUMENTS = ("README.md", "docs/results.md", "docs/notebooks.md")
 BUILDERS = {"abstract": abstract, "depth": depth, "looped": looped, "looped_power": looped_power,
             "cpu_scale": cpu_scale, "recipe": recipe, "size_tokens": size_tokens, "family": family,
-            "family_mini": family_mini, "paper_tests": paper_tests, "claims": claims, "powered": powered,
+            "family_mini": family_mini, "paper_tests": paper_tests, "claims": claims, "claims_counts": claims_counts,
+            "powered": powered,
             "reach": reach, "leaderboard": leaderboard, "colab": badges}
 
 

@@ -93,7 +93,7 @@ class DenseFormer(_DenseOverBlocks):
     c99a623, driven by this model's blocks at copied weights in float64 (the rule's ``alphas[b]`` is the code's
     ``alphas[b].weight``), for k, p ∈ {(1, 1), (2, 1), (2, 2)}: logits and every parameter's gradient agree to
     8.2e-16 relative (the largest of the three; max |difference| over max |reference| per tensor), unlooped.
-    tests/test_new_rules.py repeats it where ``$RRLIB_REFERENCE_CODE`` holds that snapshot.
+    tests/test_dense_and_value_rules.py repeats it where ``$RRLIB_REFERENCE_CODE`` holds that snapshot.
     """
 
     def __init__(self, shape: StreamShape, dilation: int = 1, period: int = 1, recompute: bool = False):
@@ -155,7 +155,7 @@ class DynamicDense(_DenseOverBlocks):
     out around this model's blocks, since the module imports ``transformers``), norm eps set to 1e-5 (its default
     is 1e-6; here every cross-depth rule's, rrlib.rules.cross_depth), at copied weights in float64 with random
     W2 and a: logits and every parameter's gradient agree to 1.2e-14 relative (max |difference| over max
-    |reference| per tensor). tests/test_new_rules.py repeats it
+    |reference| per tensor). tests/test_dense_and_value_rules.py repeats it
     where ``$RRLIB_REFERENCE_CODE`` holds that snapshot (with ``transformers`` and ``einops`` stubbed).
     """
 

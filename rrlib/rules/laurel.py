@@ -10,7 +10,7 @@ not here):
     laurel_lr   h' = u + h + B(A h)         A ∈ R^{r×d}, B ∈ R^{d×r} per sublayer, rank r (``rank``)
 
 No public code of the paper: its authors (Google Research) have not released their implementation, so the
-equations are tested on constructed cases (tests/test_new_rules.py). The nearest public code is a production
+equations are tested on constructed cases (tests/test_dense_and_value_rules.py). The nearest public code is a production
 model's: Gemma 3n's model code has a LAuReL-LR block, with a normalisation after the low-rank map and used beside
 the attention sublayer, a different form from the paper's equation; it is not compared against. Both rules start
 exactly as the standard residual.

@@ -275,8 +275,8 @@ class Scaled(ResidualRule):
 
     The reference depth 12, and λ in the paper's convention. The paper's abstract and introduction (the part of
     its text we could read; arxiv.org/html/2606.18524) write ε = λ/(N√L), with L the unique layers: no
-    reference depth. m_L = L/12 is how this rule was first written, as the paper's body factors it; that
-    reference depth is not in the text we could read. So ε here is the abstract's with λ_abstract = √12 · λ: the
+    reference depth. m_L = L/12 is how this rule factors it, as the paper's body does; that reference
+    depth is not in the text we could read. So ε here is the abstract's with λ_abstract = √12 · λ: the
     default λ = 1 is λ_abstract = √12 ≈ 3.46 (ε = √6/N ≈ 2.45/N at the looped study's L = 2, where λ_abstract
     = 1 would give 0.71/N). Whether the paper's experiments used λ_abstract = 1 or √12 is not settled by the
     text we have; the study's question (does the best learning rate move with N?) compares N at one L, where

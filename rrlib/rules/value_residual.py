@@ -9,7 +9,7 @@ also gives each attention sublayer a function of its values::
     state = rule.write(state, i, u)
 
 The model passes it only to attention sublayers and only for rules of this class; every other rule's forward is
-the protocol's, call for call (tests/test_new_rules.py checks every registered rule's output against the
+the protocol's, call for call (tests/test_dense_and_value_rules.py checks every registered rule's output against the
 protocol written out, bitwise).
 """
 from __future__ import annotations
@@ -76,7 +76,7 @@ class ValueResidual(ValueMixingRule):
     sin 0; this model has learned absolute positions), its fp32 softmax upcast lifted (a bf16 training choice
     that would cap a float64 comparison at fp32's precision): logits and every attention weight's gradient agree
     to 7.3e-16 relative (max |difference| over max |reference| per tensor). The module imports ``transformers``,
-    which the comparison does not run; tests/test_new_rules.py stubs it and repeats the comparison where
+    which the comparison does not run; tests/test_dense_and_value_rules.py stubs it and repeats the comparison where
     ``$RRLIB_REFERENCE_CODE`` holds the snapshot.
 
     Cost: one elementwise mix per attention, no weights (no FLOPs by the model's convention).
