@@ -1,20 +1,5 @@
-"""The leaderboard study (rrlib.studies.leaderboard_study and scripts/leaderboard_study.py): which rules the board
-holds and in what order, how a budget is spent, and the compare calls the script starts (a stub in place of each
-call, so nothing trains)."""
-import importlib.util
-from pathlib import Path
-
-import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture
-def study():
-    spec = importlib.util.spec_from_file_location("leaderboard_study", ROOT / "scripts" / "leaderboard_study.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+"""The leaderboard study (rrlib.studies.leaderboard_study, run by ``rrlib study run leaderboard``): which rules the
+board holds and in what order, how a budget is spent, and the compare calls its plan makes (nothing trains)."""
 
 
 def test_the_board_is_the_new_rules_and_review_first_then_every_other_family_rule():
@@ -43,47 +28,22 @@ def test_the_budget_gives_whole_designs_in_order_then_what_is_left(monkeypatch):
     assert sum(r["cpu_hours"] for r in rows.values()) <= budget
 
 
-def test_run_starts_each_rules_shards_then_its_verdict_then_the_board(study, monkeypatch, tmp_path, capsys):
-    from rrlib.studies import leaderboard_study
+def test_run_trains_each_rules_design_then_its_verdict_then_the_board(monkeypatch):
+    """``rrlib study run leaderboard``'s steps: each rule's compare call at the seeds the budget gives it (shards side
+    by side), then each rule's verdict call, then one call over every rule at all seeds for the board."""
+    from rrlib.studies import leaderboard_study, registry
 
-    minutes = {"a": 1.0, "b": 1.0, "c": 1.0}
-    monkeypatch.setattr(study, "minutes_per_run", lambda step_ratios: minutes)
+    monkeypatch.setattr(leaderboard_study, "minutes_per_run", lambda step_ratios: {"a": 1.0, "b": 1.0, "c": 1.0})
     monkeypatch.setattr(leaderboard_study, "finished_seeds", lambda rule: set())
-    monkeypatch.setattr(study, "ROOT", tmp_path)
-    monkeypatch.chdir(tmp_path)  # main works from ROOT; the test's folder is restored afterwards
-    calls = []
-
-    class Started:
-        def __init__(self, rules, seeds, out, log, shard=None):
-            calls.append((rules, seeds, out, shard))
-
-        def wait(self):
-            return 0
-
-    monkeypatch.setattr(study, "compare", Started)
-    assert study.main(["--run", "--budget", str(60 / 60), "--jobs", "2"]) == 0  # 60 runs: a at 47, b at 13
-    assert "within the budget: 60 runs" in capsys.readouterr().out
+    monkeypatch.setattr(leaderboard_study, "BUDGET_CPU_HOURS", 60 / 60)  # 60 runs: a at 47, b at 13
+    designs, verdicts, board = registry.leaderboard_plan(False).steps
     out = "outputs/power/leaderboard"
-    assert calls == [(["a"], 47, f"{out}/a", "0/2"), (["a"], 47, f"{out}/a", "1/2"), (["a"], 47, f"{out}/a", None),
-                     (["b"], 13, f"{out}/b", "0/2"), (["b"], 13, f"{out}/b", "1/2"), (["b"], 13, f"{out}/b", None),
-                     (["a"], 47, f"{out}/board", None)]
-
-
-@pytest.mark.parametrize("argv, env, said", [
-    (["--budget", "nan"], {}, "--budget takes CPU-hours"),
-    (["--budget", "inf"], {}, "--budget takes CPU-hours"),
-    (["--help"], {"JOBS": "two"}, None),
-    ([], {"JOBS": "two"}, "--jobs (or $JOBS) takes a positive whole number such as 2, got 'two'"),
-])
-def test_a_bad_budget_or_jobs_is_one_sentence_and_help_always_answers(argv, env, said):
-    import os
-    import subprocess
-    import sys
-
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "leaderboard_study.py"), *argv],
-                          env={**os.environ, **env}, capture_output=True, text=True, timeout=120)
-    if said is None:
-        assert done.returncode == 0 and done.stdout.startswith("usage:"), done.stderr
-    else:
-        assert done.returncode == 2 and said in done.stderr and len(done.stderr.strip().splitlines()) == 1, \
-            done.stderr
+    flag = lambda job, name: job.argv[job.argv.index(name) + 1]
+    assert [(flag(j, "--variants"), flag(j, "--seeds"), flag(j, "--out"), j.shardable) for j in designs] == [
+        ("a", "47", f"{out}/a", True), ("b", "13", f"{out}/b", True)]
+    assert [(flag(j, "--variants"), j.product, j.shardable) for j in verdicts] == [
+        ("a", f"{out}/a/verdict.json", False), ("b", f"{out}/b/verdict.json", False)]
+    (whole,) = board
+    assert (flag(whole, "--variants"), flag(whole, "--seeds"), whole.product) == ("a", "47", f"{out}/board/verdict.json")
+    assert all(flag(j, "--runs") == "outputs/power/runs" and flag(j, "--against") == "standard"
+               for j in designs + verdicts + board)

@@ -35,13 +35,13 @@ def test_bad_input_is_one_sentence_naming_the_choices_before_any_work(argv, said
         assert done.stderr.strip().endswith(", ".join(registry.STUDIES)[-40:])
 
 
-def test_every_study_the_scripts_ran_is_registered():
-    scripts = {"sizes", "depth", "size_tokens", "recipe_ablation", "family", "family_mini", "looped_grid",
+def test_every_study_of_the_report_is_registered():
+    studies = {"sizes", "depth", "size_tokens", "recipe_ablation", "family", "family_mini", "looped_grid",
                "looped_power", "power_pilot", "claims_family", "claims_depth", "claims_conversion", "unique_layers",
                "leaderboard", *registry.POWER_DESIGNS}
     from rrlib.studies.looped_reach_study import REACH
 
-    assert scripts | set(REACH) == set(registry.STUDIES)
+    assert studies | set(REACH) == set(registry.STUDIES)
 
 
 def finished_results(root: str, sizes, variants, seeds) -> int:
@@ -155,3 +155,74 @@ def test_shards_split_a_step_with_fewer_calls_than_jobs():
     assert [p.argv[-1] for p in parts] == ["0/3", "1/3", "2/3"]  # never more shards than runs
     assert sorted(r.seed for p in parts for r in p.runs) == [0, 1, 2]
     assert command.shards([one, one], 2) == [one, one]
+
+
+# ---------------------------------------------------------------- the registered designs land where the pages read
+
+
+def notebook_parameters(name: str) -> dict:
+    """The literal assignments of a notebook's parameters cell."""
+    import ast
+
+    text = (ROOT / "notebooks" / f"{name}.py").read_text()
+    cell = text.split('# %% tags=["parameters"]\n', 1)[1].split("\n# %%", 1)[0]
+    values = {}
+    for node in ast.parse(cell).body:
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            try:
+                values[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                pass
+    return values
+
+
+def jobs_of(name: str) -> list[Job]:
+    return [job for step in registry.STUDIES[name].plan(False).steps for job in step]
+
+
+def test_the_family_studies_are_the_sizes_page_05_reads_in_one_call_that_shards():
+    params = notebook_parameters("05_related_methods")
+    for name, size in (("family", params["size"]), ("family_mini", params["wide_size"])):
+        (job,) = jobs_of(name)
+        assert job.argv[:3] == ("sweep", "--size", size) and job.shardable
+        assert [p.argv[-1] for p in command.shards([job], 2)] == ["0/2", "1/2"]
+
+
+def test_the_size_studies_sweep_every_size_pages_03_04_and_06_read_and_every_size_exists():
+    from rrlib.runs.presets import available_sizes
+
+    sizes = {name: [job.argv[2] for job in jobs_of(name)] for name in ("sizes", "depth", "size_tokens")}
+    assert sorted(sizes["size_tokens"]) == sorted(notebook_parameters("06_size_vs_tokens")["grid_sizes"])
+    assert {s.split("_steps")[0] for s in sizes["size_tokens"]} == {"micro", "mini"}
+    assert set(sizes["depth"]) == {f"depth{n}" for n in (2, 4, 8, 12, 16, 20, 24)}
+    assert set(sizes["sizes"]) == {"micro", "mini", "midi"}
+    assert {s for each in sizes.values() for s in each} <= set(available_sizes())
+    assert all(job.argv[job.argv.index("--out") + 1] == "outputs/runs" for n in sizes for job in jobs_of(n))
+
+
+def test_the_recipe_ablation_runs_both_recipes_seed_major_where_page_04_reads_them():
+    jobs = jobs_of("recipe_ablation")
+    assert [(job.argv[2], job.argv[job.argv.index("--seeds") + 1]) for job in jobs] == [
+        (size, str(seed)) for seed in range(5) for size in ("mini_paper", "mini")]
+    assert {job.argv[job.argv.index("--out") + 1] for job in jobs} == {
+        notebook_parameters("04_statistics")["recipe_root"]}
+
+
+def test_the_claims_parts_are_the_claims_studys_and_the_conversion_trains_its_sources_first():
+    from rrlib.studies.claims_study import CONVERT_ROOT, CONVERT_GATED_ROOT, PARTS
+
+    assert {n for n in registry.STUDIES if n.startswith("claims_")} == {f"claims_{p}" for p in PARTS}
+    first, then = registry.STUDIES["claims_conversion"].plan(False).steps
+    assert {r.root for job in first for r in job.runs} == {"outputs/claims"}
+    assert {r.root for job in then for r in job.runs} == {CONVERT_ROOT, CONVERT_GATED_ROOT}
+    assert all("train.init_from=\"outputs/claims/family_power/standard/seed{seed}\"" in job.argv for job in then)
+
+
+def test_a_setting_goes_to_the_sweep_as_the_library_reads_it_back():
+    import yaml
+
+    from rrlib.studies.work import override_args, setting
+
+    for value in (5e-05, 1 / 60_000, 2.0, 3, None, True, "outputs/x/seed{seed}", {"block_size": 2, "gate": True}):
+        assert yaml.safe_load(setting(value)) == value
+    assert override_args({"train": {"lr": 5e-05}}) == ["--set", "train.lr=5.0e-05"]

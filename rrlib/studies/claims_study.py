@@ -1,6 +1,6 @@
 """The runs and probes the claims ledger (notebook 07) adds to the report's own, fixed here before they run.
 
-Three parts, each ``python -m rrlib.studies.claims_study --part <part>``:
+Three parts, each one study of ``rrlib study`` (``claims_family``, ``claims_depth``, ``claims_conversion``):
 
 - ``family``: every method of the size's family, and Review's two gate halves (``review_state_only``,
   ``review_update_only``), retrained with their final weights kept (weights.pt, not committed) under
@@ -24,7 +24,6 @@ part trains what is missing, one run at a time, then writes every probe file tha
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -34,7 +33,7 @@ import torch
 
 from ..model import GPT
 from ..runs.checkpoints import WEIGHTS_FILE, init_source, load_weights, start_from
-from ..runs.config import ConfigError, RunConfig, project_path, run_folder
+from ..runs.config import RunConfig, project_path, run_folder
 from ..runs.loading import heldout_batch, quiet_sweep
 from ..runs.presets import load_preset
 from ..runs.runfiles import read_result
@@ -255,27 +254,3 @@ def read_conversions(root: str, size: str, seeds) -> pd.DataFrame:
 
 
 PARTS = ("family", "depth", "conversion")
-
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rrlib.studies.claims_study", description=__doc__.splitlines()[0])
-    parser.add_argument("--part", default="family", help=f"{', '.join(PARTS)} (default: %(default)s)")
-    parser.add_argument("--size", default="family", help="the family part's preset (default: %(default)s)")
-    parser.add_argument("--seeds", default=None, help="comma-separated (default: the part's own)")
-    args = parser.parse_args(argv)
-    try:
-        if args.part not in PARTS:
-            raise ConfigError(f"unknown part {args.part!r}; valid choices: {', '.join(PARTS)}")
-        seeds = [int(s) for s in args.seeds.split(",") if s] if args.seeds else None
-        if args.part == "family":
-            run_study(args.size, seeds)
-        else:
-            run_plan(depth_plan(seeds=seeds) if args.part == "depth" else conversion_plan(seeds=seeds))
-    except (ConfigError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

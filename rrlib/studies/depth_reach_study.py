@@ -6,7 +6,7 @@ Every study trains the depth ablation's recipe (d 64, 4 heads, context 64, byte-
 use ``params/depth.yaml`` itself, whose 3 seeds they add to). Each study is one ``Study`` (rrlib.studies.study_plan)
 which answers the records it names (rrlib/claims/records.yaml: the registration, each claim in its paper's words
 with its metric, test and margin); ``design`` sizes its seeds (rrlib.studies.sizing: the spread at its upper 80 %
-bound, 80 % power, α over its Holm family). Run them with ``scripts/depth_reach.sh``.
+bound, 80 % power, α over its Holm family). Run one with ``rrlib study run NAME`` (its pilot, then its design).
 
 The trained-or-not threshold (Highway, ReZero depth). A model that has learned only how often each byte occurs sits at
 the training tokens' unigram entropy (3.06 nats on the training part of this sample; every convex run of the depth
@@ -238,7 +238,7 @@ def _seeds(study: Study, sized: dict) -> tuple:
 
 
 def main(argv=None) -> int:
-    return study_main(STUDIES, design, MODULE, __doc__, argv)
+    return study_main(STUDIES, MODULE, argv)
 
 
 if __name__ == "__main__":

@@ -5,8 +5,8 @@ Both train the powered looped design's recipe (rrlib.studies.looped_study.POWER:
 steps, 100 warmup, byte-level TinyStories sample) with the ``scaled`` rules, whose ε = λ/(N^p·√(L/12)) carries
 the paper's factored scaling (rrlib.rules.per_sublayer.Scaled says how λ relates to the abstract's).
 
-1. The L sweep (``looped_study.UNIQUE_LAYERS``; ``DESIGN=unique_layers JOBS=1 bash scripts/looped_study.sh``;
-   ``python -m rrlib.studies.looped_reach_study --unique-layers`` prints its sizing).
+1. The L sweep (``looped_study.UNIQUE_LAYERS``; ``rrlib study run unique_layers``; ``rrlib study plan
+   unique_layers`` prints its sizing).
 
    - Claim (arXiv 2606.18524, abstract; family-abstracts.txt of the papers' texts): "A key consequence is that the
      optimal learning rate depends only on the number of unique layers $L$, not on the loop count $N$".
@@ -30,7 +30,7 @@ the paper's factored scaling (rrlib.rules.per_sublayer.Scaled says how λ relate
      N = 1 model, 0.67 min; L = 2 as N = 2, 1.22; L = 4 as N = 4, 2.27): 4.2 minutes per rate and seed, 2.4 CPU-hours
      for the 7 seeds (``unique_layers_sizing`` prints them from the runs).
 
-2. The loop norms (``LOOP_NORMS``, a study_plan ``Study``; ``scripts/depth_reach.sh`` runs it after the depth studies).
+2. The loop norms (``LOOP_NORMS``, a study_plan ``Study``; ``rrlib study run loop_norms``: its pilot, then its design).
 
    - Claim: paraphrase of the same abstract: "weight sharing makes residual updates correlated across iterations,
      requiring the stronger scaling $\\varepsilon = 1/N$": under 1/√N the residual stream grows with N, under 1/N it
@@ -164,11 +164,7 @@ def design(study: Study) -> dict:
 
 
 def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv == ["--unique-layers"]:  # the L sweep is a looped_study design: only its sizing is printed here
-        print(unique_layers_sizing().to_string(index=False))
-        return 0
-    return study_main(STUDIES, design, MODULE, __doc__, argv)
+    return study_main(STUDIES, MODULE, argv)
 
 
 if __name__ == "__main__":

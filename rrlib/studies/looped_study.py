@@ -7,7 +7,7 @@ learning rate of a looped model (L unique blocks applied N times) depends on L o
 The grid. Learning rates lie on one lattice, 0.001·2^(k/2) (neighbours √2 apart). Each (rule, N) cell gets
 seven consecutive lattice points (8× in all) centred on where the first study of this question (a 2× grid, three
 seeds) put that cell's optimum, and five seeds. A cell is extended by two lattice points beyond an edge when at
-least two seeds, or the seed mean, have their lowest loss on that edge point (`extension`); the study script
+least two seeds, or the seed mean, have their lowest loss on that edge point (`extension`); ``rrlib study run``
 applies that rule until no cell asks for more, at the same commit, before anything is analysed.
 
 The estimator, stated before the runs (the primary metric is the fixed held-out loss, `fixed_loss`):
@@ -30,7 +30,7 @@ The estimator, stated before the runs (the primary metric is the fixed held-out 
    optimum, `scaled` against `scaled_loops` paired over seeds, Holm-corrected over the loop counts where the two
    rules differ (at N = 1 they are the same model).
 
-The powered design (``POWER``, ``--design power``, under outputs/looped_power). At 200 steps about half of the
+The powered design (``POWER``, ``rrlib study run looped_power``, under outputs/looped_power). At 200 steps about half of the
 N = 8 runs are still on the unigram plateau at step 100, so the first study's optimum marks when a run escapes
 it as much as where the long-run optimum lies. The powered study trains 5× longer (1,000 steps, warmup 10 %,
 about 1 pass over the sample at N = 1's 2.0 M tokens), only the two rules the contrast needs (`scaled`,
@@ -41,9 +41,7 @@ falls with N, 1/N's stays), and, per N, the loss of 1/N against 1/√N at each s
 """
 from __future__ import annotations
 
-import argparse
 import math
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -414,26 +412,3 @@ def plan(runs: pd.DataFrame, seeds=None, design: Design = GRID) -> list[str]:
                              f"{','.join(rules)} --seeds {seed} --lr {lr:g}{steps} {' '.join(design.extra)} "
                              f"--out {design.out_root}/lr{lr:g}".replace("  ", " "))
     return lines
-
-
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m rrlib.studies.looped_study",
-                                description="Print the looped study's sweep lines (the grid and any extension "
-                                            "its finished runs ask for), one per line, for scripts/run_sweeps.sh.")
-    p.add_argument("--design", default="grid", help=f"{', '.join(DESIGNS)} (default: %(default)s)")
-    p.add_argument("--seeds", default=None, help="comma-separated (default: the design's)")
-    args = p.parse_args(argv)
-    if args.design not in DESIGNS:
-        print(f"error: unknown design {args.design!r}; valid choices: {', '.join(DESIGNS)}", file=sys.stderr)
-        return 2
-    design = DESIGNS[args.design]
-    seeds = [int(s) for s in args.seeds.split(",") if s.strip()] if args.seeds is not None else list(design.seeds)
-    if not seeds:
-        print("error: --seeds names no seed; give e.g. --seeds 0,1,2,3", file=sys.stderr)
-        return 2
-    print("\n".join(plan(study_runs(design.out_root, design.count_setting), seeds, design)))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

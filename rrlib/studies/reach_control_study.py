@@ -1,8 +1,8 @@
 """What the reach verdicts hold in: a positive control, a bracket of learning rates and a longer horizon for each of
 the three depth claims the 300-step studies contradicted (Highway at 100-300 blocks, ReZero's speed as its paper
 runs it, LayerScale over depth), and the Attention Residuals claim read on the quantity its words name. Registered
-before their runs, with the rule each reading applies to the registered row; run with ``scripts/depth_reach.sh``
-(``STUDIES="highway_control ..."``).
+before their runs, with the rule each reading applies to the registered row; run each with
+``rrlib study run NAME`` (``rrlib study run highway_control``).
 
 A contradiction by rrlib.studies.depth_reach_study says what a 300-step run at one learning rate shows. It is the
 paper's failure only where the same setting can show the mechanism working where the paper says it works, where
@@ -18,7 +18,7 @@ applies to its claim's registered row (rrlib/claims/records.yaml, the record's `
   stretched over the longer run) keeps the row's verdict but names the setting it holds in (300 steps), and makes
   it inconclusive where the longer runs show the paper's direction.
 
-The studies (each an ``Arm`` list of rrlib.studies.study_plan; their costs by ``--design`` after ``--time``):
+The studies (each an ``Arm`` list of rrlib.studies.study_plan; their costs by ``rrlib study plan NAME``):
 
 - ``highway_control``: the carry-gated Highway (transform-gate bias −3) at 12 and 24 blocks, 24 and 48 highway
   layers, far fewer than the hundreds of the claim and depths at which every other rule of the harness trains;
@@ -196,7 +196,7 @@ def design(study: Study) -> dict:
 
 
 def main(argv=None) -> int:
-    return study_main(STUDIES, design, MODULE, __doc__, argv)
+    return study_main(STUDIES, MODULE, argv)
 
 
 if __name__ == "__main__":

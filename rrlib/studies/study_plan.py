@@ -9,11 +9,11 @@ seeds' spread comes from. Either committed runs give the spread (``spread`` read
 fixed now), or a pilot does: the pilot's seeds run first, and the design's seeds follow from them by the rule the
 study states (``rrlib.studies.sizing``) once every pilot run has finished; the plan never asks for more.
 
-The command line (``python -m rrlib.studies.depth_reach_study`` or ``looped_reach_study``): ``--time`` times one
-training step of every arm at its deepest size and records it with the peak memory (step_times.json under
-the study's root); ``--design`` prints the design with its arithmetic and its cost in CPU-hours; ``--plan`` prints
-the sweep lines ``scripts/run_sweeps.sh`` reads (the pilot's, then the design's); ``--probe`` writes the probe file
-of every finished run that kept its weights (rrlib.studies.claims_study.write_probes).
+``rrlib study`` runs a study (rrlib.studies.registry): before its first run it times one training step of every arm
+at its deepest size and records it with the peak memory (``time_study``, step_times.json under the study's root;
+each arm in a process of its own, ``main``); ``rrlib study plan NAME`` prints the design with its arithmetic and
+its cost in CPU-hours (``describe``) and the sweeps of its pilot, then of its design (``sweep_lines``); before each
+step it writes the probe file of every finished run that kept its weights (rrlib.studies.claims_study.write_probes).
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..runs.config import ConfigError, project_path
+from ..runs.config import project_path
 from ..runs.sweep import results_table
 
 STEP_TIMES = "step_times.json"
@@ -118,7 +118,7 @@ def arm_seeds(study: Study, arm: Arm, seeds) -> list:
 
 
 def sweep_lines(study: Study, arms, seeds) -> list[str]:
-    """One ``run_sweeps.sh`` line per (arm, size): "<name> <rrlib sweep arguments>"."""
+    """One line per (arm, size): "<name> <rrlib sweep arguments>" (rrlib.studies.registry makes each a call)."""
     extra = list(study.extra) + (["--set", "train.keep_weights=fp32"] if study.probe else [])
     return [" ".join([f"{study.name}_{arm.name}_{size}", "--size", size, *arm.sweep_args(),
                       "--seeds", ",".join(str(s) for s in arm_seeds(study, arm, seeds)), "--out", study.arm_root(arm),
@@ -174,7 +174,7 @@ def time_study(study: Study, module: str) -> list[dict]:
 
 def step_seconds(study: Study, arm: Arm, size: str) -> float:
     """Seconds per step of ``arm`` at ``size``: the timed step at the arm's deepest size, scaled by the blocks a step
-    applies (L·N; a step's cost is nearly all in its blocks at these widths); NaN before ``--time``."""
+    applies (L·N; a step's cost is nearly all in its blocks at these widths); NaN before ``time_study``."""
     from ..runs.presets import resolve_run
 
     path = project_path(study.root) / STEP_TIMES
@@ -230,43 +230,16 @@ def describe(study: Study, design: dict, arms, seeds) -> str:
     return "\n".join(lines)
 
 
-def main(studies: dict, design_of, module: str, doc: str, argv=None) -> int:
-    """The command line of a study module: ``studies`` by name, ``design_of(study)`` its design (``arms``, ``seeds``
-    (None until its pilot is in), ``spread`` and ``sizing``)."""
-    parser = argparse.ArgumentParser(prog=f"python -m {module}", description=doc.splitlines()[0])
-    parser.add_argument("--study", required=True, help=f"{', '.join(studies)}")
-    what = parser.add_mutually_exclusive_group(required=True)
-    what.add_argument("--design", action="store_true", help="print the design, its arithmetic and its cost")
-    what.add_argument("--plan", action="store_true", help="print the sweep lines still to run (pilot, then design)")
-    what.add_argument("--time", action="store_true", help="time one step of every arm at its deepest size")
-    what.add_argument("--probe", action="store_true", help="write the probe files of finished runs")
-    what.add_argument("--time-arm", help=argparse.SUPPRESS)
+def main(studies: dict, module: str, argv=None) -> int:
+    """What ``time_study`` starts for each arm, so that its peak memory is its own: ``python -m <module> --study NAME
+    --time-arm ARM`` prints that arm's ``time_one`` as JSON."""
+    parser = argparse.ArgumentParser(prog=f"python -m {module}", description="Time one training step of a study's "
+                                     "arm at its deepest size (rrlib study run starts it for every arm).")
+    parser.add_argument("--study", required=True, choices=list(studies))
+    parser.add_argument("--time-arm", required=True, help="the arm's name")
     args = parser.parse_args(argv)
-    try:
-        if args.study not in studies:
-            raise ConfigError(f"unknown study {args.study!r}; valid choices: {', '.join(studies)}")
-        study = studies[args.study]
-        if args.time_arm:
-            arm = next(a for a in study.arms if a.name == args.time_arm)
-            print(json.dumps(time_one(study.arm_sizes(arm)[-1], arm)))
-        elif args.time:
-            for row in time_study(study, module):
-                print(json.dumps(row))
-        elif args.probe and study.probe:
-            from .claims_study import write_probes
-
-            seeds = sorted(set(finished(study)["seed"]))
-            for arm in study.arms:
-                for size in study.sizes:
-                    write_probes(study.arm_root(arm), size, [arm.variant], seeds)
-        elif not args.probe:
-            design = design_of(study)
-            if args.design:
-                print(describe(study, design, design["arms"], design["seeds"]))
-            else:
-                pilot = sweep_lines(study, study.arms, study.pilot_seeds) if study.pilot_seeds else []
-                print("\n".join(pilot + (sweep_lines(study, design["arms"], design["seeds"]) if design["seeds"] else [])))
-    except (ConfigError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    arm = next((a for a in studies[args.study].arms if a.name == args.time_arm), None)
+    if arm is None:
+        parser.error(f"the study {args.study} has no arm {args.time_arm!r}")
+    print(json.dumps(time_one(studies[args.study].arm_sizes(arm)[-1], arm)))
     return 0
