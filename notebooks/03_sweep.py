@@ -68,6 +68,7 @@ rules = None  # rule files or modules of your own, as --rules: e.g. "my_rules.py
 seeds = None  # None means the preset's seeds
 steps = None  # training steps per run; None means the preset's
 device = None  # e.g. "cpu" or "cuda"; None means the preset's (auto)
+workers = None  # worker processes, one device each, sharing the runs; None means one per visible GPU (1 on a CPU)
 precision = None  # fp32, tf32 or bf16; None means the preset's (auto)
 settings = {}  # any other setting by section, as --set: e.g. {"model": {"highway_gate_init": "zero"}}
 out_root = "outputs/runs"  # run folders; finished runs are read, not retrained
@@ -83,6 +84,7 @@ from rrlib.report import plots, tables
 from rrlib import stats
 from rrlib.runs import loading
 from rrlib.runs.arguments import loaded_rules, seed_list, variant_list
+from rrlib.speed.workers import spread_sweep
 
 plots.use_style()
 loaded_rules(rules)  # before the variants are read: they may name its rules
@@ -111,10 +113,12 @@ pd.DataFrame.from_dict({v: {"d_model": r.model.d_model, "blocks": r.model.n_laye
 # %% [markdown]
 # ## Training
 #
-# Finished runs are read back; the others train now, one after another, each with its progress bar.
+# Finished runs are read back; the others train now, spread over `workers` processes, one device each (each
+# worker is `rrlib sweep --shard k/n`, its share of the grid), with one progress line per run. A run too large for
+# one GPU is named before any training, with the `torchrun` line that trains it on several.
 
 # %%
-table = loading.quiet_sweep(size, variants, seeds, overrides, out_root)
+table = spread_sweep(size, variants, seeds, overrides, out_root, workers)
 table = table[table["variant"].isin(variants) & table["seed"].isin(seeds)].reset_index(drop=True)
 
 # %% [markdown]

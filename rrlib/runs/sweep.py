@@ -122,15 +122,23 @@ def run_sweep(size: str, variants=None, seeds=None, overrides: dict | None = Non
         statuses.append(result["status"])
     if "diverged" in statuses:
         log(f"[sweep] {statuses.count('diverged')} of {len(runs)} {size} runs diverged (status diverged in the table)")
-    table = results_table(out_root, size, log=log)
+    table = write_results(out_root, size, results_table(out_root, size, log=log))
     if len(table):
-        write_bytes_atomic(project_path(out_root) / size / "results.csv", table.to_csv(index=False).encode())
         asked = {(run.variant, run.seed) for run in runs}
         table = table[[cell in asked for cell in zip(table["variant"], table["seed"])]].reset_index(drop=True)
     if problems:
         # the first reason in full: where the sweep ran inside a notebook, its log lines are not where this is read
         raise SweepIncomplete(f"{len(problems)} of {len(runs)} {size} runs did not run "
                               f"({', '.join(cell for cell, _ in problems)}); the first: {problems[0][1]}", table)
+    return table
+
+
+def write_results(out_root: str, size: str, table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` (every result of ``size``) written as the size's results.csv when it holds any; ``table``.
+
+    Sweeps that run at once each write it as they end: the caller that has waited for all of them writes it last."""
+    if len(table):
+        write_bytes_atomic(project_path(out_root) / size / "results.csv", table.to_csv(index=False).encode())
     return table
 
 
