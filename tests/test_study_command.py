@@ -226,3 +226,65 @@ def test_a_setting_goes_to_the_sweep_as_the_library_reads_it_back():
     for value in (5e-05, 1 / 60_000, 2.0, 3, None, True, "outputs/x/seed{seed}", {"block_size": 2, "gate": True}):
         assert yaml.safe_load(setting(value)) == value
     assert override_args({"train": {"lr": 5e-05}}) == ["--set", "train.lr=5.0e-05"]
+
+
+# ---------------------------------------------------------------- a user's rule joins a study that compares rules
+
+
+def tree(folder: Path) -> dict:
+    return {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(folder.rglob("*"))}
+
+
+def test_a_users_rule_joins_the_board_trained_apart_and_ranked_among_the_published(tmp_path, monkeypatch, capsys,
+                                                                                   user_rule, registry_as_it_was):
+    """A tiny stand-in board (review against standard, two seeds, 4 steps): only the user's rule trains, into its
+    --out; the published runs are read-only and stay as they were; the board ranks the user's rule with the
+    published one, Holm over both."""
+    from rrlib import __main__ as cli
+    from rrlib.runs.sweep import results_table
+    from rrlib.stats.verdict import compare_pairs
+    from rrlib.studies.user_board import Board
+
+    published = tmp_path / "published"
+    done = subprocess.run([sys.executable, "-m", "rrlib", "sweep", "--size", "tiny", "--variants", "standard,review",
+                           "--seeds", "0,1", "--steps", "4", "--out", str(published)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    before = tree(published)
+    board = Board("tiny", "standard", 2, str(published), lambda: ["review"], extra=("--steps", "4"))
+    entry = registry.Entry("stand_board", "rrlib.runs.sweep", "a tiny stand-in board", lambda ready: Plan([]),
+                           board=board)
+    monkeypatch.setattr(command, "STUDIES", {"stand_board": entry})
+    monkeypatch.setattr(command, "POLL_SECONDS", 0.2)
+    rules, out = user_rule(tmp_path), tmp_path / "mine"
+    for path in [published, *before]:
+        path.chmod(path.stat().st_mode & ~0o222)  # read-only: a write there would fail the run
+    try:
+        status = cli.main(["study", "run", "stand_board", "--rules", str(rules), "--variants", "sigmoid_scalar",
+                           "--out", str(out), "--jobs", "2"])
+    finally:
+        for path in [published, *before]:
+            path.chmod(path.stat().st_mode | 0o200)
+    captured = capsys.readouterr()
+    assert status == 0, captured.err
+    assert tree(published) == before
+    assert sorted(results_table(str(out / "runs"))["variant"]) == ["sigmoid_scalar"] * 2  # only the user's runs
+    rows = __import__("pandas").read_csv(out / "board.csv")
+    assert set(rows["variant"]) == {"review", "sigmoid_scalar"} and list(rows["rank"]) == [1, 2]
+    assert rows["gap"].is_monotonic_decreasing and (rows["seeds"] == 2).all()
+    assert rows.set_index("variant")["yours"].to_dict() == {"review": False, "sigmoid_scalar": True}
+    assert rows["step_time_per_flop_vs_baseline"].notna().all() and (out / "board.html").exists()
+    alone = compare_pairs(results_table(str(published), "tiny"), ["review"], ["standard"])
+    assert rows.set_index("variant").loc["review", "p_holm"] >= alone["p_holm"].iloc[0]  # Holm over two now
+    assert "sigmoid_scalar" in captured.out
+
+
+def test_only_a_study_that_compares_rules_takes_variants_and_never_into_the_projects_outputs():
+    for argv in (["run", "sizes", "--variants", "mine"], ["plan", "leaderboard", "--variants", "mine"]):
+        done = study(argv)
+        assert done.returncode == 2 and done.stderr.strip() == ("error: --variants and --out join your rules to a "
+                                                                "study that compares rules, with rrlib study run; "
+                                                                "valid choices: leaderboard")
+    done = study(["run", "leaderboard", "--variants", "mine", "--out", "outputs/power/mine"])
+    assert done.returncode == 2 and "lies in the project's outputs/" in done.stderr
+    assert not (ROOT / "outputs" / "power" / "mine").exists()

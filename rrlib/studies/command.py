@@ -8,6 +8,9 @@ ask for. Finished runs are skipped and a stopped one resumes from its checkpoint
 stderr says each run that finishes, with done/planned. A run that fails is named when the step ends, with its
 call's log, and the command exits 1 naming every one; ``status`` names them too (until they finish) from
 ``<logs>/study-<name>.json``. Bad input is one sentence and exit 2 before any work, and --help loads no torch.
+
+``run NAME --rules my_rules.py --variants mine [--out FOLDER]``, for a study whose design compares rules, trains only
+the user's rules into FOLDER and ranks them among the published ones (rrlib.studies.user_board).
 """
 from __future__ import annotations
 
@@ -19,8 +22,8 @@ import subprocess
 import sys
 import time
 
-from ..home import project_path
-from ..parsing import OneLineParser
+from ..home import given_path, project_path
+from ..parsing import OneLineParser, add_rules_option, path_text
 from .registry import STUDIES, Entry
 from .work import Job, Run, result_of, standing, state, unique_runs
 
@@ -33,6 +36,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("action", help=f"{', '.join(ACTIONS)}")
     parser.add_argument("name", nargs="?", help="the study (rrlib study list names them)")
     parser.add_argument("--jobs", default="1", help="calls side by side, each one process on one thread (default: 1)")
+    parser.add_argument("--variants", default=None,
+                        help="run only: your rules, comma-separated, to join a study that compares rules (leaderboard)")
+    parser.add_argument("--out", type=path_text, default=None,
+                        help="with --variants: the folder for your runs and board (default: study_<NAME>_<variants> "
+                             "in the current folder; never the project's outputs/)")
+    add_rules_option(parser)
     args = parser.parse_args(argv)
     if args.action not in ACTIONS:
         parser.exit(2, f"error: unknown action {args.action!r}; valid choices: {', '.join(ACTIONS)}\n")
@@ -43,6 +52,21 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         parser.exit(2, f"error: --jobs takes a positive whole number such as 2 (calls side by side), got "
                        f"{args.jobs!r}\n")
     args.jobs = int(args.jobs)
+    boards = [name for name, entry in STUDIES.items() if entry.board is not None]
+    if (args.variants is not None or args.out is not None) and (args.action != "run" or args.name not in boards):
+        parser.exit(2, f"error: --variants and --out join your rules to a study that compares rules, with rrlib study "
+                       f"run; valid choices: {', '.join(boards)}\n")
+    if args.out is not None and args.variants is None:
+        parser.exit(2, "error: --out is where --variants' runs go; give --variants too (your rules, comma-separated)\n")
+    if args.variants is not None:
+        args.variants = [v for v in args.variants.split(",") if v]
+        if not args.variants:
+            parser.exit(2, "error: --variants names no rule; give your rules, comma-separated, e.g. --variants mine\n")
+        out = given_path(args.out or f"study_{args.name}_{'_'.join(args.variants)}")
+        if project_path(out).resolve().is_relative_to(project_path("outputs").resolve()):
+            parser.exit(2, f"error: --out {args.out or out} lies in the project's outputs/, whose runs are published and "
+                           f"never written by a user's study; give a folder of your own, e.g. --out my_board\n")
+        args.out = out
     return args
 
 
@@ -51,6 +75,8 @@ def main(argv: list[str]) -> int:
     if args.action == "list":
         return list_studies()
     entry = STUDIES[args.name]
+    if args.variants is not None:
+        return join_board(entry, args.variants, args.out, args.jobs)
     return {"plan": show_plan, "status": show_status, "run": lambda e: run_study(e, args.jobs)}[args.action](entry)
 
 
@@ -142,6 +168,32 @@ def show_status(entry: Entry) -> int:
 
 
 # ---------------------------------------------------------------- running
+
+
+def join_board(entry: Entry, variants: list[str], out: str, jobs: int) -> int:
+    """The user's rules at the study's design (rrlib.studies.user_board): their runs, then the board ranked."""
+    from ..rules import RULES
+    from .user_board import render, user_plan
+
+    board = entry.board
+    published = [*board.rules(), board.baseline]
+    unknown = [v for v in variants if v not in RULES]
+    if unknown:
+        say(f"error: --variants names {', '.join(map(repr, unknown))}, not a rule; valid choices: {', '.join(RULES)} "
+            f"(a rule of your own arrives by --rules my_rules.py)")
+        return 2
+    if set(variants) & set(published):
+        say(f"error: --variants names {', '.join(sorted(set(variants) & set(published)))}, already on the "
+            f"{entry.name} board; give your own rules (the board's: {', '.join(published)})")
+        return 2
+    mine = Entry(f"{entry.name}_{'_'.join(variants)}", entry.module, f"{', '.join(variants)} on {entry.name}",
+                 lambda ready: user_plan(board, variants, out), logs=f"{out}/logs")
+    status = run_study(mine, jobs)
+    if status:
+        return status
+    print(render(board, variants, out))
+    say(f"[study {entry.name}] the board with {', '.join(variants)}: {out}/board.csv, {out}/board.html")
+    return 0
 
 
 def say(text: str) -> None:

@@ -13,6 +13,8 @@ import importlib
 from dataclasses import dataclass
 from typing import Callable
 
+from . import leaderboard_study
+from .user_board import Board
 from .work import Job, Plan, parsed_sweep, sweep_job
 
 RUNS = "outputs/runs"
@@ -21,12 +23,14 @@ POWER_RUNS = "outputs/power/runs"
 
 @dataclass(frozen=True)
 class Entry:
-    """One study: ``plan(ready)`` its Plan; ``logs`` where its calls' logs go."""
+    """One study: ``plan(ready)`` its Plan; ``logs`` where its calls' logs go; ``board``, for a design that compares
+    rules, what a user's rule joins (rrlib.studies.user_board)."""
     name: str
     module: str
     about: str
     plan: Callable[[bool], Plan]
     logs: str = "outputs/logs"
+    board: Board | None = None
 
 
 # ---------------------------------------------------------------- sweeps of presets (pages 04 to 06)
@@ -240,7 +244,9 @@ def _entries() -> list[Entry]:
         Entry("unique_layers", "rrlib.studies.looped_study", "page 07: the looped L sweep", looped_plan("unique_layers")),
         *controls,
         Entry("leaderboard", "rrlib.studies.leaderboard_study", "page 08: every rule against standard at "
-              "family_power", leaderboard_plan),
+              "family_power", leaderboard_plan,
+              board=Board(leaderboard_study.SIZE, leaderboard_study.BASELINE, leaderboard_study.SEEDS,
+                          leaderboard_study.RUNS, leaderboard_study.board)),
     ]
 
 
