@@ -1,28 +1,29 @@
-"""The powered CPU studies as a page shows them (their numbers are rrlib.studies.power_study's): a pilot's design
-as a table and a sentence, and a design's verdict as a table and the lines a page prints.
+"""The powered CPU designs as a page shows them (their results are rrlib.results.power's): a pilot's design as a
+table and a sentence, and a design's verdict as a table and the lines a page prints.
 """
 from __future__ import annotations
 
 import pandas as pd
 
+from ..results import power
 from ..stats import verdict
-from ..studies.power_study import (BUDGET_CPU_HOURS, PILOT_SEEDS, design_runs, finished_design, pilot_design,
-                                   pilot_sentence, reach_sentence, regime_sentence, tests)
+from ..studies.power_study import BUDGET_CPU_HOURS
 from . import tables
 
 
 def pilot(root: str, size: str, variant: str, baselines, target: float, name: str, figures_dir=None,
           alpha: float = verdict.ALPHA):
-    """A design's pilot as a page shows it: ``pilot_design`` as the table ``name`` and ``pilot_sentence``, once
-    all its runs (seeds 0 to ``PILOT_SEEDS`` - 1 of the variant and its baselines) have finished, else how many
-    have. Returns the table (or None) and the sentence."""
-    rules = [variant, *baselines]
-    runs = design_runs(root, size, rules, range(PILOT_SEEDS))
-    if len(runs) < len(rules) * PILOT_SEEDS:
-        return None, (f"{size}: {len(runs)} of its pilot's {len(rules) * PILOT_SEEDS} runs ({', '.join(rules)} at "
-                      f"seeds 0-{PILOT_SEEDS - 1}) have finished under {root}; the design it fixes follows when all have")
-    design = pilot_design(runs, variant, baselines, target, alpha=alpha).assign(size=size)
-    shown = tables.reader_table(
+    """A design's pilot (``rrlib.results.power.pilot``) as a page shows it: its design as the table ``name``
+    (``shown_pilot``) and its sentence. Returns the table (None until all its runs have finished) and the sentence."""
+    found = power.pilot(root, size, variant, list(baselines), target, alpha)
+    return (None if found.design is None else shown_pilot(found.design, name, figures_dir)), found.sentence
+
+
+def shown_pilot(design: pd.DataFrame, name: str, figures_dir=None):
+    """A pilot's design as a page shows it (``tables.reader_table``; with ``figures_dir``, all of ``design`` is
+    written as the table ``name``), one line per comparison."""
+    target = float(design["target"].iloc[0])
+    return tables.reader_table(
         design.set_index(["variant", "baseline"]), name, figures_dir,
         columns=["pilot_seeds", "sd", "detectable_pilot", "seeds_needed", "comparison_cpu_hours", "design_seeds",
                  "design_cpu_hours", "budget_seeds", "detectable_in_budget"],
@@ -33,27 +34,17 @@ def pilot(root: str, size: str, variant: str, baselines, target: float, name: st
                 "design_seeds": "design's seeds",
                 "design_cpu_hours": "design CPU-h", "budget_seeds": f"seeds in {BUDGET_CPU_HOURS:g} CPU-h",
                 "detectable_in_budget": "detectable in budget"}, full=design)
-    return shown, pilot_sentence(size, design)
 
 
 def design_verdict(root: str, size: str, questions: dict, n_seeds: int, name: str, figures_dir=None,
                    alpha: float = verdict.ALPHA, target: float | None = None):
-    """A design's verdict as a page shows it: one compare call per question (a variant and its baselines, Holm
-    within each), read only once every run of the design (seeds 0 to ``n_seeds`` - 1 of every rule the questions
-    name) has finished. Returns the tests, their table ``name`` (``shown_tests``) and the lines to print: the
-    regime sentence, one verdict sentence per comparison and, given the ``target`` the design was sized for, one
-    sentence on whether each comparison reached it (``reach_sentence``); while runs are missing, None, None and how
-    many have finished."""
-    rules = list(dict.fromkeys(rule for variant, against in questions.items() for rule in (variant, *against)))
-    runs, waiting = finished_design(root, size, rules, n_seeds)
-    if runs is None:
-        return None, None, [waiting]
-    rows = pd.concat([tests(runs, variant, against, size, alpha=alpha) for variant, against in questions.items()],
-                     ignore_index=True)
-    records = rows.to_dict("records")
-    reached = [] if target is None else [reach_sentence(row, target) for row in records]
-    return (rows, shown_tests(rows, name, figures_dir),
-            [regime_sentence(root, size, runs), *(verdict.sentence(row) for row in records), *reached])
+    """A design's verdict (``rrlib.results.power.design_verdict``) as a page shows it. Returns the tests, their
+    table ``name`` (``shown_tests``) and the lines to print; while runs are missing, None, None and how many have
+    finished."""
+    found = power.design_verdict(root, size, questions, n_seeds, alpha, target)
+    if found.tests is None:
+        return None, None, found.lines
+    return found.tests, shown_tests(found.tests, name, figures_dir), found.lines
 
 
 def shown_tests(rows: pd.DataFrame, name: str, figures_dir=None):
