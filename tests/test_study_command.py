@@ -288,3 +288,17 @@ def test_only_a_study_that_compares_rules_takes_variants_and_never_into_the_proj
     done = study(["run", "leaderboard", "--variants", "mine", "--out", "outputs/power/mine"])
     assert done.returncode == 2 and "lies in the project's outputs/" in done.stderr
     assert not (ROOT / "outputs" / "power" / "mine").exists()
+
+
+@pytest.mark.parametrize("name", ["recipe_ablation", "claims_conversion", "looped_power", "highway_depth"])
+def test_a_registered_call_asks_for_the_committed_runs_it_plans(name):
+    """The call a plan makes resolves, through the command line's own parser, to runs whose settings are those the
+    committed runs recorded (their fingerprints): a rerun skips them instead of refusing them as other runs."""
+    from rrlib import __main__ as cli
+    from rrlib.runs.folders import claimed
+    from rrlib.runs.presets import resolve_run
+
+    job = [job for step in registry.STUDIES[name].plan(False).steps for job in step][-1]
+    args = cli.build_parser().parse_args(list(job.argv))
+    run = resolve_run(args.size, args.variants[0], args.seeds[0], cli.overrides_from(args), cli.out_root(args.out))
+    assert claimed(run)[1] is not None, f"{name}: {' '.join(job.argv)} finds no finished run of its settings"

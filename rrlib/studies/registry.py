@@ -106,6 +106,15 @@ def looped_plan(design_name: str) -> Callable[[bool], Plan]:
         runs = looped_study.study_runs(design.out_root, design.count_setting)
         lines = looped_study.plan(runs, list(design.seeds), design)
         notes = []
+        if design_name == "power" and len(runs):  # the pilot's arithmetic (page 05 shows it)
+            finished = runs[runs["status"] == "finished"]
+            _, pilot = looped_study.seeds_own_grid(finished, looped_study.POWER_PILOT_SEEDS, design)
+            fixed = looped_study.pilot_design(looped_study.readings(pilot)["contrast"], pilot,
+                                              len(looped_study.POWER_PILOT_SEEDS), design)
+            notes = [f"  pilot (seeds {list(looped_study.POWER_PILOT_SEEDS)}): the contrast of slopes, paired SD per "
+                     f"estimator, the seeds that detect {looped_study.CONTRAST_TARGET:g} per doubling (80 % power):",
+                     "    " + fixed[["estimator", "sd", "seeds_needed", "design_seeds", "design_cpu_hours"]]
+                     .to_string(index=False).replace("\n", "\n    ")]
         if design_name == "unique_layers":
             from .looped_reach_study import unique_layers_sizing
 
