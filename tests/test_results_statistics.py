@@ -198,11 +198,14 @@ def test_the_powered_pilots_and_designs_match_the_page_and_a_paired_t(data):
                                                             rel=1e-9)
     mini = power.design_verdict(root, "review_power_mini", {"review": ["highway"]}, 10, target=0.010)
     assert as_stored(mini.tests) == (PAGE / "04_power_tests_mini.csv").read_text()
+    # the tests alone, as the ledger and the index read them, need no data
+    assert mini.tests.equals(power.design_tests(root, "review_power_mini", {"review": ["highway"]}, 10))
 
 
 def test_a_design_or_pilot_not_yet_run_says_how_far_it_is(tmp_path):
     pilot = power.pilot(str(tmp_path), "review_power_micro", "review", ["standard"], 0.010)
     assert pilot.design is None and pilot.sentence.startswith("review_power_micro: 0 of its pilot's 8 runs")
+    assert power.design_tests(str(tmp_path), "review_power_micro", {"review": ["standard"]}, 37) is None
     design = power.design_verdict(str(tmp_path), "review_power_micro", {"review": ["standard"]}, 37)
     assert design.tests is None and design.lines == [
         f"review_power_micro: 0 of the design's 74 runs have finished under {tmp_path}; its verdict follows when all "
@@ -239,8 +242,9 @@ def test_the_powered_results_document_their_columns():
     root = power.root_beside("outputs/runs")
     pilot = power.pilot(root, "review_power_micro", "review", ["highway", "standard"], 0.010)
     assert [c for c in pilot.design.columns if not documented(power.Pilot, c)] == []
-    design_columns = list(committed("04_power_tests").columns)  # the design's tests need the data: read off the page
-    assert design_columns and [c for c in design_columns if not documented(power.Design, c)] == []
+    design = power.design_tests(root, "review_power_mini", {"review": ["highway"]}, 10)
+    assert list(design.columns) == list(committed("04_power_tests_mini").columns)
+    assert [c for c in design.columns if not documented(power.design_tests, c)] == []
 
 
 def test_an_unknown_source_or_keyword_is_one_sentence():

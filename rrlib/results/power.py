@@ -1,8 +1,9 @@
 """The powered CPU designs' results (pages 04 and 05; their numbers are ``rrlib.studies.power_study``'s): what a
-design's pilot fixes, and the design's verdict by the compare engine once every run of it has finished.
+design's pilot fixes (``pilot``), the design's tests by the compare engine (``design_tests``) and its verdict as a
+page prints it (``design_verdict``).
 
 A design is read only whole: a verdict at fewer seeds than the design fixed would be optional stopping. Until then
-each result says, in ``sentence`` or ``lines``, how many runs have finished.
+its tests are None, and ``sentence`` or ``lines`` say how many runs have finished.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from ..studies.power_study import (PILOT_SEEDS, design_runs, finished_design, pi
 from . import result
 
 ROOT = "outputs/power/runs"  # the powered studies' run folders: <size>/<variant>/seed<k>
-TARGET = 0.010  # nats: the gap every powered design was sized to detect (80 % power, paired)
+TARGET = 0.010  # nats: the gap page 04's designs were sized to detect (80 % power, paired; page 05's family: 0.017)
 
 
 def root_beside(out_root: str) -> str:
@@ -63,18 +64,34 @@ def pilot(root: str, size: str, variant: str, baselines, target: float = TARGET,
     return Pilot(size, design, pilot_sentence(size, design))
 
 
-@dataclass
-class Design:
-    """A powered design's verdict. ``tests``, one row per comparison (``rrlib.studies.power_study.tests``: the
-    compare engine's ``rrlib.stats.verdict.compare_pairs`` with Holm over the baselines of each question):
-    ``variant``, ``baseline``, ``metric`` (``fixed_loss``), ``margin`` (of the TOST), ``alpha``, ``mean_variant``,
+@result(_design_folder)
+def design_tests(root: str, size: str, questions: dict, n_seeds: int,
+                 alpha: float = verdict.ALPHA) -> pd.DataFrame | None:
+    """The design's paired tests by the compare engine, one row per comparison: one compare call per question (a
+    variant and the list of its baselines: ``rrlib.studies.power_study.tests``, Holm over the baselines of each) over
+    seeds 0 to ``n_seeds`` - 1; None until every run of every rule named has finished. Columns: ``variant``,
+    ``baseline``, ``metric`` (``fixed_loss``), ``margin`` (of the TOST), ``alpha``, ``mean_variant``,
     ``mean_baseline``, ``seed_list`` (the seeds, space-separated), ``seeds``, ``gap`` (baseline − variant: > 0
     favours the variant), ``sd`` (of the paired differences), ``ci_low``, ``ci_high``, ``p`` (paired t),
     ``detectable`` (the gap detected with 80 % power at that SD), ``p_equivalent`` (TOST at ±margin), ``p_holm``,
     ``p_equivalent_holm``, ``verdict`` (better, worse, equivalent or inconclusive), page 04's names of three of them
-    (``paired_gap`` = gap, ``paired_n`` = seeds, ``mde`` = detectable) and ``size``; None until every run of the
-    design has finished. ``lines``: the regime the runs trained in and what they cost, one verdict sentence per
-    comparison and, given the target, whether each reached it; or how many runs have finished."""
+    (``paired_gap`` = gap, ``paired_n`` = seeds, ``mde`` = detectable) and ``size``."""
+    runs, _ = finished_design(root, size, _rules(questions), n_seeds)
+    if runs is None:
+        return None
+    return pd.concat([tests(runs, variant, against, size, alpha=alpha) for variant, against in questions.items()],
+                     ignore_index=True)
+
+
+def _rules(questions: dict) -> list[str]:
+    return list(dict.fromkeys(rule for variant, against in questions.items() for rule in (variant, *against)))
+
+
+@dataclass
+class Design:
+    """A powered design's verdict: ``tests`` (``design_tests``; None until every run has finished) and ``lines``:
+    the regime its runs trained in and what they cost, one verdict sentence per comparison and, given the target,
+    whether each reached it; or how many runs have finished."""
 
     size: str
     tests: pd.DataFrame | None
@@ -84,14 +101,12 @@ class Design:
 @result(_design_folder)
 def design_verdict(root: str, size: str, questions: dict, n_seeds: int, alpha: float = verdict.ALPHA,
                    target: float | None = None) -> Design:
-    """The verdict of the design at ``size`` under ``root``: one compare call per question (a variant and the list
-    of its baselines) over seeds 0 to ``n_seeds`` - 1, read once every run of every rule named has finished."""
-    rules = list(dict.fromkeys(rule for variant, against in questions.items() for rule in (variant, *against)))
-    runs, waiting = finished_design(root, size, rules, n_seeds)
+    """The verdict of the design at ``size`` under ``root`` (``design_tests``) and the lines a page prints about it.
+    Its regime reads the train stream's length, so the data must be at hand (``rrlib.runs.sources``)."""
+    runs, waiting = finished_design(root, size, _rules(questions), n_seeds)
     if runs is None:
         return Design(size, None, [waiting])
-    rows = pd.concat([tests(runs, variant, against, size, alpha=alpha) for variant, against in questions.items()],
-                     ignore_index=True)
+    rows = design_tests(root, size, questions, n_seeds, alpha)
     records = rows.to_dict("records")
     reached = [] if target is None else [reach_sentence(row, target) for row in records]
     return Design(size, rows, [regime_sentence(root, size, runs), *(verdict.sentence(row) for row in records),
