@@ -133,9 +133,13 @@ def fit_sentence(run: RunConfig, overrides: dict, capacity: int, device_name: st
 
 
 def setting_flags(overrides: dict) -> list[str]:
-    """A notebook's overrides as the command line's ``--set SECTION.KEY=VALUE`` flags (a YAML value each)."""
-    return [f"--set={section}.{key}={yaml.safe_dump(value, default_flow_style=True, width=10**6).strip()}"
-            .removesuffix("\n...") for section, values in sorted(overrides.items()) for key, value in sorted(values.items())]
+    """A notebook's overrides as the command line's ``--set SECTION.KEY=VALUE`` flags, each value in YAML on one
+    line (as ``--set`` reads it)."""
+    def word(value) -> str:
+        return yaml.safe_dump(value, default_flow_style=True, width=10**6).removesuffix("\n").removesuffix("\n...")
+
+    return [f"--set={section}.{key}={word(value)}" for section, values in sorted(overrides.items())
+            for key, value in sorted(values.items())]
 
 
 def worker_commands(size: str, cells: list[tuple[str, int]], overrides: dict, out_root: str, n: int) -> list[list[str]]:
@@ -165,23 +169,21 @@ class Worker:
     """One worker process: its shard, its output read line by line on a thread, the last error line kept."""
 
     def __init__(self, k: int, n: int, command: list[str], env: dict, cells: list, log):
-        self.k, self.n, self.cells, self.error = k, n, cells, None
+        self.k, self.n, self.cells, self.error, self.last = k, n, cells, None, None
         self.process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                         text=True, bufsize=1, cwd=str(project_path(".")))
         self.reader = threading.Thread(target=self._read, args=(log,), daemon=True)
         self.reader.start()
 
     def _read(self, log) -> None:
-        tail = []
         for line in self.process.stdout:
             line = line.rstrip()
-            if line.startswith("[sweep"):
+            if line.startswith("[sweep"):  # the sweep's line per run: the progress the caller shows
                 log(f"[worker {self.k + 1}/{self.n}] {line}")
-            elif line.startswith("error: "):
+            elif line.startswith("error: "):  # the sweep command's one sentence, when it ends badly
                 self.error = line.removeprefix("error: ")
-            elif line.strip():
-                tail = (tail + [line])[-1:]
-        self.last = tail[0] if tail else None
+            elif line.strip():  # else the last line said (an unforeseen error's traceback ends in its message)
+                self.last = line.strip()
 
     def wait(self) -> str | None:
         """None when the worker ended well; else why not, in words."""
@@ -202,8 +204,9 @@ class Worker:
 
 
 def check_workers(size: str, variants, seeds, overrides: dict, out_root: str, workers,
-                  capacity: int | None = None) -> int:
-    """The number of workers the sweep will use, after every check a user's input can fail, before any work:
+                  capacity: int | None = None) -> tuple[int, list[int]]:
+    """The number of workers the sweep will use and the GPUs it spreads over, after every check a user's input can
+    fail, before any work:
     the grid and each run's settings (as the sweep resolves them), ``workers`` against the devices of the runs'
     device setting, and on a GPU each variant's run against the memory of one (``capacity`` bytes: default, the
     smallest of those GPUs')."""
@@ -222,7 +225,7 @@ def check_workers(size: str, variants, seeds, overrides: dict, out_root: str, wo
             said = fit_sentence(run, overrides, capacity, name, len(gpus), on)
             if said:
                 raise ConfigError(said)
-    return n
+    return n, gpus
 
 
 def spread_sweep(size: str, variants, seeds, overrides: dict, out_root: str, workers=None, log=None):
@@ -230,11 +233,10 @@ def spread_sweep(size: str, variants, seeds, overrides: dict, out_root: str, wor
     cells, as ``quiet_sweep`` returns it. Raises SweepIncomplete, naming each worker that failed or died, after every
     worker has ended."""
     log = log or (lambda message: print(message, file=sys.stderr, flush=True))
-    n = check_workers(size, variants, seeds, overrides, out_root, workers)
+    n, gpus = check_workers(size, variants, seeds, overrides, out_root, workers)
     if n == 1:
         return quiet_sweep(size, variants, seeds, overrides, out_root)
     cells = grid(size, variants, seeds)
-    gpus = gpus_for(resolve_run(size, *cells[0], overrides, out_root).train.device)
     commands = worker_commands(size, cells, overrides, out_root, n)
     shown = [out_root if word == str(project_path(out_root)) else word for word in commands[0][3:-1]]
     log(f"[workers] {len(cells)} {size_name(size)} runs over {n} workers, one "
