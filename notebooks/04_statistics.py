@@ -70,7 +70,7 @@ out_root = "outputs/runs"  # our run folders, every size found there
 paper_csv = "outputs/reference/scaling_v8.csv"  # the paper's runs (the committed copy), relative to the project root
 variants = ["review", "highway", "standard"]  # the paper's comparison
 exclude_sizes = ["tiny", "family", "family_mini"]  # not points on the scale axis: the smoke test, notebook 05's comparison
-recipe_root = "outputs/recipe"  # the recipe ablation's run folders (scripts/recipe_ablation.sh)
+recipe_root = "outputs/recipe"  # the recipe ablation's run folders (rrlib study run recipe_ablation)
 power_root = None  # the powered study's run folders; None: <out_root>/../power/runs
 power_size = "review_power_micro"  # the powered design's size
 power_seeds = 37  # the design's seeds, 0 to power_seeds - 1, fixed before its runs (below)
@@ -232,7 +232,7 @@ plots.show_figure(fig, "04_tokens_per_parameter", figures_dir)
 gaps, moved = (statistics.recipe_gaps(recipe_root, alpha),
                statistics.recipe_gap_difference(recipe_root, equivalence_margin, alpha))
 if gaps is None:
-    print(f"no recipe ablation under {recipe_root} yet: `bash scripts/recipe_ablation.sh` trains it (30 runs of mini)")
+    print(f"no recipe ablation under {recipe_root} yet: `rrlib study run recipe_ablation` trains it (30 runs of mini)")
 else:
     display(tables.reader_table(
         gaps, "04_recipe_gaps", figures_dir, index=False,
@@ -255,13 +255,13 @@ else:
 # %% [markdown]
 # ## The powered CPU study: its designs, fixed before their runs
 #
-# The sizes above detect only gaps of 0.019–0.046 nats; the paper's gains are 0.009–0.016. The powered study
-# (`scripts/power_study.sh`) is sized to detect **0.010 nats** (80 % power, paired) at two widths trained to 17 tokens
-# per Review parameter, `review_power_micro` (d 64) and `review_power_mini` (d 128). Each pilot (seeds 0–3, at
-# 4de8d85 and b47f1d6: the same training bit for bit; `rrlib.results.power.pilot`) fixed its design: at micro 37
+# The sizes above detect only gaps of 0.019–0.046 nats; the paper's gains are 0.009–0.016. The powered study is
+# sized to detect **0.010 nats** (80 % power, paired) at two widths trained to 17 tokens per Review parameter,
+# `review_power_micro` (d 64) and `review_power_mini` (d 128). Each pilot (`rrlib study run power_pilot`: seeds 0–3,
+# at 4de8d85 and b47f1d6, the same training bit for bit; `rrlib.results.power.pilot`) fixed its design: at micro 37
 # seeds of all three rules; at mini, where those would cost 5.6× the 12 CPU-hours a design is given, Review against
 # Highway alone at 10 seeds: **Review against standard is beyond the CPU at mini**. Each verdict follows its pilot
-# (`power.design_verdict`: `rrlib compare`'s paired test, Holm, a TOST at ±0.010), once every run has finished.
+# (`rrlib study run <size>`; `power.design_verdict`, once every run has finished: paired t, Holm, TOST at ±0.010).
 
 # %%
 power_root = power_root or power.root_beside(out_root)

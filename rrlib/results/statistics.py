@@ -32,7 +32,7 @@ WHERE = {"paper_csv": "outputs/reference/scaling_v8.csv", "out_root": "outputs/r
 ALPHA = 0.05
 N_BOOT = 10000  # bootstrap resamples per comparison, where the seeds allow one (rrlib.stats.bootstrap_allowed)
 COMPUTE_OPTIMAL_TOKENS_PER_PARAM = 20  # Hoffmann et al. 2022, "Training Compute-Optimal Large Language Models"
-RECIPE_ROOT = "outputs/recipe"  # the recipe ablation's run folders (scripts/recipe_ablation.sh)
+RECIPE_ROOT = "outputs/recipe"  # the recipe ablation's run folders (rrlib study run recipe_ablation)
 RECIPES = {"rrlib": "mini", "paper": "mini_paper"}  # each recipe's size there: rrlib's recipe and the paper's
 EQUIVALENCE_MARGIN = 0.02  # nats: the recipe's "no change" is tested as |difference| < this (TOST)
 
