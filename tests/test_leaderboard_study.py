@@ -44,6 +44,7 @@ def test_run_trains_each_rules_design_then_its_verdict_then_the_board(monkeypatc
     assert [(flag(j, "--variants"), j.product, j.shardable) for j in verdicts] == [
         ("a", f"{out}/a/verdict.json", False), ("b", f"{out}/b/verdict.json", False)]
     (whole,) = board
-    assert (flag(whole, "--variants"), flag(whole, "--seeds"), whole.product) == ("a", "47", f"{out}/board/verdict.json")
+    assert (flag(whole, "--variants"), flag(whole, "--seeds"), whole.product) == ("a", "47",
+                                                                                  f"{out}/board/verdict.json")
     assert all(flag(j, "--runs") == "outputs/power/runs" and flag(j, "--against") == "standard"
                for j in designs + verdicts + board)

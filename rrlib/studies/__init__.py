@@ -1,6 +1,8 @@
 """The report's own studies, apart from its build machinery. A study module holds one study, written down before its
 runs: what it trains (arms, sizes, seeds), how its seeds are sized, and how its runs are read back into the numbers
-a page and the claims ledger judge; most run from the command line (``python -m rrlib.studies.<study>``).
+a page and the claims ledger judge. ``registry`` lists every study as one entry of data, and ``rrlib study``
+(``command``; ``work``, a plan's calls and where each run stands) lists, plans, runs and follows them;
+``user_board`` joins a user's rule to a study that compares rules.
 
 The studies: ``claims_study`` (notebook 07's runs and probes), ``depth_reach_study`` and ``looped_reach_study``
 (the claims the CPU can reach), ``looped_study`` (looped learning-rate transfer), ``power_study`` (the powered

@@ -64,8 +64,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
             parser.exit(2, "error: --variants names no rule; give your rules, comma-separated, e.g. --variants mine\n")
         out = given_path(args.out or f"study_{args.name}_{'_'.join(args.variants)}")
         if project_path(out).resolve().is_relative_to(project_path("outputs").resolve()):
-            parser.exit(2, f"error: --out {args.out or out} lies in the project's outputs/, whose runs are published and "
-                           f"never written by a user's study; give a folder of your own, e.g. --out my_board\n")
+            parser.exit(2, f"error: --out {args.out or out} lies in the project's outputs/, whose runs are published "
+                           f"and never written by a user's study; give a folder of your own, e.g. --out my_board\n")
         args.out = out
     return args
 

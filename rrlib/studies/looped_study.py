@@ -30,8 +30,8 @@ The estimator, stated before the runs (the primary metric is the fixed held-out 
    optimum, `scaled` against `scaled_loops` paired over seeds, Holm-corrected over the loop counts where the two
    rules differ (at N = 1 they are the same model).
 
-The powered design (``POWER``, ``rrlib study run looped_power``, under outputs/looped_power). At 200 steps about half of the
-N = 8 runs are still on the unigram plateau at step 100, so the first study's optimum marks when a run escapes
+The powered design (``POWER``, ``rrlib study run looped_power``, under outputs/looped_power). At 200 steps about
+half of the N = 8 runs are still on the unigram plateau at step 100, so the first study's optimum marks when a run escapes
 it as much as where the long-run optimum lies. The powered study trains 5× longer (1,000 steps, warmup 10 %,
 about 1 pass over the sample at N = 1's 2.0 M tokens), only the two rules the contrast needs (`scaled`,
 `scaled_loops`), five lattice points per cell centred on the first study's optimum of both (0.002 at every N;

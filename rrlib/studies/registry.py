@@ -118,7 +118,7 @@ def looped_plan(design_name: str) -> Callable[[bool], Plan]:
         if design_name == "unique_layers":
             from .looped_reach_study import unique_layers_sizing
 
-            notes = ["  sizing (rrlib.studies.looped_reach_study): "
+            notes = ["  sizing (rrlib.studies.looped_reach_study):", "    "
                      + unique_layers_sizing()[["estimator", "sd_upper", "seeds", "detectable", "cpu_hours"]]
                      .to_string(index=False).replace("\n", "\n    ")]
         return Plan([[parsed_sweep(line.split()[0], line.split()[1:] + ["--device", "cpu"]) for line in lines]], notes)
@@ -234,7 +234,8 @@ def _entries() -> list[Entry]:
               preset_sweeps(("mini_paper", "mini"), "outputs/recipe", seed_major=True)),
         Entry("family", "rrlib.runs.sweep", "page 05: every method of the family at micro's width",
               preset_sweeps(("family",))),
-        Entry("family_mini", "rrlib.runs.sweep", "page 05: the family at mini's width", preset_sweeps(("family_mini",))),
+        Entry("family_mini", "rrlib.runs.sweep", "page 05: the family at mini's width",
+              preset_sweeps(("family_mini",))),
         Entry("looped_grid", "rrlib.studies.looped_study", "page 05: the looped learning-rate study",
               looped_plan("grid")),
         Entry("looped_power", "rrlib.studies.looped_study", "page 05: the powered looped design",
@@ -250,7 +251,8 @@ def _entries() -> list[Entry]:
         Entry("claims_conversion", "rrlib.studies.claims_study", "page 07: standard converted into Delta AttnRes",
               claims_plan("conversion")),
         *reach, loop_norms,
-        Entry("unique_layers", "rrlib.studies.looped_study", "page 07: the looped L sweep", looped_plan("unique_layers")),
+        Entry("unique_layers", "rrlib.studies.looped_study", "page 07: the looped L sweep",
+              looped_plan("unique_layers")),
         *controls,
         Entry("leaderboard", "rrlib.studies.leaderboard_study", "page 08: every rule against standard at "
               "family_power", leaderboard_plan,
