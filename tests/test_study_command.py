@@ -302,3 +302,40 @@ def test_a_registered_call_asks_for_the_committed_runs_it_plans(name):
     args = cli.build_parser().parse_args(list(job.argv))
     run = resolve_run(args.size, args.variants[0], args.seeds[0], cli.overrides_from(args), cli.out_root(args.out))
     assert claimed(run)[1] is not None, f"{name}: {' '.join(job.argv)} finds no finished run of its settings"
+
+
+def test_a_run_stopped_part_way_resumes_from_its_checkpoint(stand_in, capsys, monkeypatch):
+    """A run of the study stopped by a signal at step 2 of 4 (its checkpoint saved): status says so, and run goes on
+    from that step, not from the start."""
+    import os
+    import signal
+
+    from rrlib.runs import train as train_module
+    from rrlib.runs.presets import resolve_run
+
+    entry, root = stand_in
+    real = train_module.get_batch
+
+    def batch(data, step, *args, **kw):
+        if step == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real(data, step, *args, **kw)
+
+    monkeypatch.setattr(train_module, "get_batch", batch)
+    with pytest.raises(KeyboardInterrupt, match="checkpoint saved"):
+        train_module.train_run(resolve_run("tiny", "standard", 0, {"train": {"steps": 4, "device": "cpu"}}, root),
+                               progress=False)
+    monkeypatch.setattr(train_module, "get_batch", real)
+    stopped = Run(root, "tiny", "standard", 0)
+    assert state(stopped) == "stopped" and (stopped.folder / "ckpt.pt").exists()
+    assert command.main(["status", "stand_in"]) == 0
+    assert f"stopped part-way: {stopped}" in capsys.readouterr().out
+    assert command.main(["run", "stand_in"]) == 0
+    assert state(stopped) == "done" and result_steps(stopped) == 4
+    said = (Path(entry.logs) / "first.log").read_text()
+    start = next(line for line in said.splitlines() if "tiny/standard/seed0: device" in line)
+    assert "start step 3" in start, start
+
+
+def result_steps(run: Run) -> int:
+    return json.loads((run.folder / "result.json").read_text())["steps"]
