@@ -323,6 +323,19 @@ def test_the_abstract_states_each_finding_from_the_tables_and_leaves_out_missing
     assert "still running; no verdict yet" in lines[2]
 
 
+def test_the_abstract_leaves_the_family_screen_out_once_the_leaderboard_has_judged(tmp_path):
+    """One finding per question: the board, which detects the smaller gap, speaks of the gains over standard."""
+    pd.DataFrame({"variant": ["standard", "hc"], "loss": [2.2, 2.21], "seeds": [3, 3],
+                  "gap vs standard": [np.nan, -0.004], "p (Holm)": [np.nan, 1.0],
+                  "detectable gap": [np.nan, 0.014]}).to_csv(tmp_path / "05_family_summary.csv", index=False)
+    assert any(line.startswith("In the family") for line in index.abstract(tmp_path))
+    pd.DataFrame({"rule": ["standard", "hc"], "stage": ["baseline", "judged"], "gap": [np.nan, 0.027],
+                  "verdict": ["", "better"], "seeds": [47, 47]}).to_csv(tmp_path / "08_leaderboard.csv", index=False)
+    lines = index.abstract(tmp_path)
+    assert not any(line.startswith("In the family") for line in lines)
+    assert lines[-1].startswith("Leaderboard (1 of 1 rules judged, 47 seeds, Holm): 1 beats standard")
+
+
 def test_the_abstract_gives_each_powered_design_in_the_compare_engines_words():
     micro = pd.DataFrame({"size": "micro", "variant": "review", "baseline": ["highway", "standard"], "seeds": 37,
                           "gap": [0.0245, 0.001], "p_holm": [1.3e-6, 0.4], "p_equivalent_holm": [1.0, 0.2],

@@ -22,7 +22,8 @@ from rrlib.runs.presets import load_preset
 from rrlib.stats import ledger as verdicts
 from rrlib.studies import claims_study, looped_reach_study, looped_study, power_study
 
-from . import conversion, family as family_rows, gate, looped, mechanisms, reach_rows, records, review, sources
+from . import board, conversion, family as family_rows, gate, looped, mechanisms, reach_rows, records, review
+from . import sources
 from . import page as claim_page
 from . import rows as claim_rows
 from .rows import link
@@ -187,9 +188,10 @@ def build(inputs: Inputs = Inputs()) -> Ledger:
              growth_row("attnres-growth-fit", "attnres", "fit"),
              reach_row("attnres-growth-confirm", "mechanisms", reach_rows.mechanism_row, "attnres"),
              reach_row("attnres-outputs-confirm", "attnres_outputs", reach_rows.output_growth_row, "attnres")]
-    rows.append(family_rows.block_keeps_gain(claims["attnres-block-keeps-gain"], summary, family_runs,
-                                             p.family_size, link("05_related_methods",
-                                                                 f"05_{p.family_size}_summary"), alpha))
+    rows.append(verdicts.decide([
+        family_rows.block_keeps_gain(claims["attnres-block-keeps-gain"], summary, family_runs, p.family_size,
+                                     link("05_related_methods", f"05_{p.family_size}_summary"), alpha),
+        board.keeps_gain_row(claims["attnres-block-keeps-gain"], alpha)]))
     rows += [beyond_reach("attnres-compute"), beyond_reach("attnres-latency")]
 
     # Delta Attention Residuals: routing over depth, the gain, the conversion
@@ -200,7 +202,9 @@ def build(inputs: Inputs = Inputs()) -> Ledger:
                                        mechanisms.block_contrast(out.routing, alpha), p.claims_size,
                                        load_preset(p.claims_size).model.n_layers, len(depth_seeds),
                                        link("07_claims", "07_routing_depth", "07_routing"), alpha))
-    rows += [family_rows.beats_both(claims[cid], delta, base, family_power_tests, family_runs, p.family_size, alpha)
+    rows += [verdicts.decide([family_rows.beats_both(claims[cid], delta, base, family_power_tests, family_runs,
+                                                     p.family_size, alpha),
+                              board.beats_both_row(claims[cid], delta, base, alpha)])
              for cid, base, delta in (("delta-beats-per-sublayer", "attnres", "delta_attnres"),
                                       ("delta-beats-per-block", "attnres_block", "delta_attnres_block"))]
     rows.append(beyond_reach("delta-at-scale"))
@@ -223,8 +227,8 @@ def build(inputs: Inputs = Inputs()) -> Ledger:
              reach_row("mgr-activation-scales-confirm", "mechanisms", reach_rows.mechanism_row, "mgr")]
     rows.append(beyond_reach("mgr-communication"))
     # the powered design, sized for 0.017 nats, reads alone once it has finished (page 05)
-    rows.append(family_rows.powered_gain(claims["mgr-gain"], "mgr", family_power_tests, alpha)
-                or family_gain_row("mgr-gain", "mgr"))
+    rows.append(verdicts.decide([family_rows.powered_gain(claims["mgr-gain"], "mgr", family_power_tests, alpha)
+                                 or family_gain_row("mgr-gain", "mgr"), board.gain_row(claims["mgr-gain"], "mgr")]))
     rows.append(beyond_reach("mgr-large-scale"))
     # the powered looped design reads alone once page 05 has all its runs; until then the 200-step study does
     looped_tables = looped_study.ledger_tables(tables_dir)
@@ -238,14 +242,16 @@ def build(inputs: Inputs = Inputs()) -> Ledger:
 
     # the family's older members
     rows.append(reach_row("highway-hundreds-of-layers", "highway_depth", reach_rows.trained_row))
-    rows.append(family_gain_row("rezero-converges-faster", "rezero"))
+    rows.append(verdicts.decide([family_gain_row("rezero-converges-faster", "rezero"),
+                                 board.gain_row(claims["rezero-converges-faster"], "rezero")]))
     rows += [reach_row("rezero-converges-faster-as-run", "rezero_speed", reach_rows.speed_row),
              reach_rows.speed_row(claims["rezero-converges-faster-8e-3"], reach["rezero_speed"],
                                   designs["rezero_speed"], reach_link, rezero_lr=0.008, alpha=alpha),
              reach_row("rezero-120-layers", "rezero_depth", reach_rows.trained_row),
              reach_row("layerscale-deeper", "layerscale_depth", reach_rows.layerscale_row)]
-    rows.append(family_gain_row("hc-gain", "hc"))
-    rows.append(family_rows.over(claims["mhc-over-hc"], "mhc", "hc", family_runs, p.family_size, alpha))
+    rows.append(verdicts.decide([family_gain_row("hc-gain", "hc"), board.gain_row(claims["hc-gain"], "hc")]))
+    rows.append(verdicts.decide([family_rows.over(claims["mhc-over-hc"], "mhc", "hc", family_runs, p.family_size,
+                                                  alpha), board.over_row(claims["mhc-over-hc"], "mhc", "hc", alpha)]))
     rows.append(beyond_reach("mhc-stable-at-scale"))
 
     out.table = claim_page.attach(verdicts.ledger(rows), claims.values())

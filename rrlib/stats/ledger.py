@@ -47,6 +47,12 @@ claim however strong the other parts are; supported needs every part positive an
 A claim that holds if any of several forms does it ("by either recipe") is Holm over the forms, decided by the form
 most in the claim's favour (``union``): supported if any form's effect is positive and significant, contradicted
 only if every form's is negative and significant.
+
+Where more than one registered design answers a claim (the family's three seeds, a powered design, the
+leaderboard's 47 seeds), the design with the smallest detectable gap decides (``decide``), whichever way its verdict
+goes; the others stand beside it in the row's test ("also registered"). A design that has no verdict yet (untested)
+or no detectable gap decides only where no other design has one. So a claim is read on its strongest evidence, not
+on the first design that answered it.
 """
 from __future__ import annotations
 
@@ -181,6 +187,36 @@ def row(paper: str, claim: str, test: str, verdict: str, evidence: str, effect=n
     values = (paper, claim, test, correction, effect, ci_low, ci_high, p, paper_effect, detectable, margin,
               verdict, evidence)
     return dict(zip(COLUMNS, values))
+
+
+def decide(candidates: list[dict]) -> dict:
+    """The row of the design that decides a claim several registered designs answer: the smallest finite detectable
+    gap among the rows with a verdict (not untested, not out of reach), the first in ``candidates`` on a tie; where
+    none has both, the first with a verdict, else the first. The others are named in its test, each with its
+    effect, interval and verdict, after "also registered"."""
+    if not candidates:
+        raise ValueError("decide needs at least one design's row")
+
+    def judged(r):
+        return verdict_kind(r["verdict"]) in ("supported", "contradicted", "inconclusive")
+
+    sized = [k for k, r in enumerate(candidates) if judged(r) and np.isfinite(r["detectable"])]
+    with_verdict = [k for k, r in enumerate(candidates) if judged(r)]
+    k = min(sized, key=lambda j: candidates[j]["detectable"]) if sized else (with_verdict or [0])[0]
+    chosen, others = dict(candidates[k]), [r for j, r in enumerate(candidates) if j != k]
+    if others:
+        chosen["test"] += "; also registered: " + "; ".join(_beside(r) for r in others)
+    return chosen
+
+
+def _beside(r: dict) -> str:
+    """A design that did not decide, in a phrase: its test's first clause, effect, interval and verdict."""
+    what = r["test"].split(";")[0] or "a design"
+    if not np.isfinite(r["effect"]):
+        return f"{what}: {r['verdict']}"
+    interval = f" [{r['ci_low']:+.4f}, {r['ci_high']:+.4f}]" if np.isfinite(r["ci_low"]) else ""
+    seen = f", detects {r['detectable']:.3g}" if np.isfinite(r["detectable"]) else ""
+    return f"{what}: {r['effect']:+.4f}{interval}, {verdict_kind(r['verdict'])}{seen}"
 
 
 def untested(reason: str) -> str:

@@ -1,0 +1,37 @@
+"""Where several registered designs answer one claim, the one with the smallest detectable gap decides, whichever
+way its verdict goes, and the others stand beside it in the row's test (rrlib.stats.ledger.decide)."""
+import numpy as np
+import pytest
+
+from rrlib.stats import ledger
+
+
+def design(test, verdict, effect=np.nan, detectable=np.nan, low=np.nan, high=np.nan):
+    return ledger.row("P", "a claim", test, verdict, "page.html", effect, low, high, 0.01, "none",
+                      detectable=detectable)
+
+
+def test_the_design_that_detects_the_smallest_gap_decides_even_against_a_supported_verdict():
+    weak = design("three seeds", "supported", 0.05, detectable=0.04, low=0.01, high=0.09)
+    strong = design("47 seeds", "inconclusive", 0.002, detectable=0.006, low=-0.001, high=0.005)
+    chosen = ledger.decide([weak, strong])
+    assert chosen["verdict"] == "inconclusive" and chosen["effect"] == 0.002
+    assert chosen["test"].startswith("47 seeds") and "also registered: three seeds: +0.0500 [+0.0100, +0.0900], " \
+                                                      "supported, detects 0.04" in chosen["test"]
+
+
+def test_a_design_without_a_verdict_or_a_detectable_gap_decides_only_alone():
+    waiting = design("the powered design", ledger.untested("runs not finished"), detectable=0.001)
+    measured = design("three seeds", "contradicted", -0.1, detectable=0.05)
+    assert ledger.decide([waiting, measured])["test"].startswith("three seeds")
+    unsized = design("a measurement", "supported", 0.3)
+    assert ledger.decide([unsized, waiting])["test"].startswith("a measurement")
+    assert ledger.decide([waiting])["verdict"] == waiting["verdict"]
+
+
+def test_a_tie_keeps_the_first_and_one_design_is_returned_as_it_was():
+    first, second = design("powered", "supported", 0.01, 0.005), design("board", "supported", 0.01, 0.005)
+    assert ledger.decide([first, second])["test"].startswith("powered; also registered: board")
+    assert ledger.decide([first]) == first
+    with pytest.raises(ValueError, match="at least one"):
+        ledger.decide([])
