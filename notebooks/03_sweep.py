@@ -113,9 +113,9 @@ pd.DataFrame.from_dict({v: {"d_model": r.model.d_model, "blocks": r.model.n_laye
 # %% [markdown]
 # ## Training
 #
-# Finished runs are read back; the others train now, spread over `workers` processes, one device each (each
-# worker is `rrlib sweep --shard k/n`, its share of the grid), with one progress line per run. A run too large for
-# one GPU is named before any training, with the `torchrun` line that trains it on several.
+# Finished runs are read back; the others train now. With several devices they are shared among worker processes
+# (the parameter `workers`: by default one per GPU, one on a CPU), each `rrlib sweep --shard k/n` on its own device.
+# A run too large for one GPU is named before any training, with the `torchrun` line that trains it on several.
 
 # %%
 table = spread_sweep(size, variants, seeds, overrides, out_root, workers)

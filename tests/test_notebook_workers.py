@@ -130,7 +130,7 @@ def test_a_run_too_large_for_one_device_is_one_sentence_with_the_torchrun_line_t
     assert said.startswith("tiny/review does not fit one H100")
     assert said.endswith("train it on 2 GPUs, each with 4 of its 8 sequences: torchrun --nproc-per-node 2 -m rrlib "
                          "train --size tiny --variant review --seed 0 --set=train.steps=5 (or on one, slower, with "
-                         "-p settings '{\"train\": {\"micro_batch_size\": 4}}')")
+                         "-y '{settings: {train: {micro_batch_size: 4}}}')")
     assert one_sentence(said)
     said = workers.fit_sentence(run, {}, fixed + batch // 4 * per_seq, "H100", 2)
     assert "train it on 4 GPUs (this host has 2: run it where 4 are)" in said

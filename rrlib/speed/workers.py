@@ -35,6 +35,7 @@ from ..runs.presets import resolve_run, size_name
 from ..runs.sweep import SweepIncomplete, grid, results_table, write_results
 from .memory import peak_tensor_bytes
 
+_MEASURED: dict = {}  # step_memory's answers in this process, by the model's settings, precision and device
 STATE_BYTES = 16  # per parameter: fp32 weights and gradients, AdamW's two fp32 moments (bf16 autocast keeps these)
 
 
@@ -82,6 +83,13 @@ def step_memory(run: RunConfig, device: torch.device = torch.device("cpu")) -> t
     tests/test_notebook_workers.py). A rule whose memory grows faster than linearly in depth (the cross-depth
     rules) is underestimated at depth.
     """
+    key = (repr(run.model), run.train.precision, str(device))
+    if key not in _MEASURED:
+        _MEASURED[key] = _measured_step_memory(run, device)
+    return _MEASURED[key]
+
+
+def _measured_step_memory(run: RunConfig, device: torch.device) -> tuple[int, int]:
     base = -(-LOSS_CHUNK_TOKENS // run.model.seq_len)  # sequences that fill one chunk
     autocast = autocast_factory(resolve_precision(run.train.precision, torch.device("cuda")), device)
 
@@ -126,7 +134,7 @@ def fit_sentence(run: RunConfig, overrides: dict, capacity: int, device_name: st
                      "--variant", run.variant, "--seed", str(run.seed), *setting_flags(overrides)])
     host = "" if share <= gpus else f" (this host has {gpus}: run it where {share} are)"
     return (f"{said}; train it on {share} GPUs{host}, each with {batch // share} of its {batch} sequences: {line} "
-            f"(or on one, slower, with -p settings '{{\"train\": {{\"micro_batch_size\": {batch // share}}}}}')")
+            f"(or on one, slower, with -y '{{settings: {{train: {{micro_batch_size: {batch // share}}}}}}}')")
 
 
 # ---------------------------------------------------------------- the workers
