@@ -92,7 +92,7 @@ def test_the_family_summary_is_a_paired_test_against_standard_with_holm_over_the
 
 @pytest.mark.parametrize("size, seeds", [("family", [0, 1, 2]), ("family_mini", None)])
 def test_the_family_summary_is_the_pages_table_under_its_labels(size, seeds):
-    summary = family.family_summary(size, seeds=seeds, bench_file=BENCH)
+    summary = family.family_summary(size, seeds=seeds)  # the family's benchmark file by default
     assert list(summary.columns) == family.SUMMARY_COLUMNS
     same_as_committed(summary.drop(columns=["ci_low", "ci_high"]).rename(columns=LABELS), f"05_{size}_summary")
 

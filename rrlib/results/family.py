@@ -16,7 +16,7 @@ parameter budget, read from its run folders (outputs/runs/<size>/<variant>/seed<
     p_secondary, p_holm_secondary  the same two on the ``secondary`` metric (the paper's val_loss)
     ci_low, ci_high            the gap's 95 % paired t-interval
     tokens_per_s_vs_standard, peak_memory_vs_standard  speed and memory relative to standard's from the benchmark
-                               file (``rrlib.results.speed``), NaN without one
+                               file (``rrlib.results.speed``; by default the family's), NaN without a row
 
 Standard's own row has no test (NaN). Each comparison is ``rrlib.stats.compare`` of the rule against standard, and
 Holm is ``rrlib.stats.holm``. ``methods`` is what the harness counts from each rule's model (no runs needed);
@@ -34,7 +34,7 @@ from ..home import project_path
 from ..runs.presets import load_preset, resolve_run
 from ..runs.sweep import results_table
 from . import result
-from .speed import RATIO_COLUMNS, bench_ratios, file_stamp
+from .speed import BENCH_FILE, RATIO_COLUMNS, bench_ratios, file_stamp
 
 OUT_ROOT = "outputs/runs"
 PRIMARY, SECONDARY = "fixed_loss", "val_loss"
@@ -59,11 +59,12 @@ def family_runs(size: str, variants=None, seeds=None, out_root: str = OUT_ROOT) 
     return runs[keep].reset_index(drop=True)
 
 
-def family_summary(size: str, variants=None, seeds=None, out_root: str = OUT_ROOT, bench_file=None,
+def family_summary(size: str, variants=None, seeds=None, out_root: str = OUT_ROOT, bench_file=BENCH_FILE,
                    metric: str = PRIMARY, secondary: str = SECONDARY) -> pd.DataFrame:
     """The family's summary at ``size`` (the module's docstring names its columns): per rule of ``variants`` (None:
     the preset's) that has runs, over ``seeds`` (None: all), its loss, paired gap against standard with interval,
-    p and Holm's p over the family, detectable gap and costs, with speed and memory from ``bench_file``."""
+    p and Holm's p over the family, detectable gap and costs, with speed and memory from ``bench_file`` (None: no
+    benchmark; NaN where it has no row for the size)."""
     variants = _variants(size, variants)
     return _summary(size, variants, None if seeds is None else list(seeds), out_root, file_stamp(bench_file),
                     metric, secondary)

@@ -22,6 +22,7 @@ from ..home import project_path
 from . import result
 
 RATIO_COLUMNS = ["tokens_per_s_vs_standard", "peak_memory_vs_standard"]
+BENCH_FILE = "outputs/bench/cpu-family.json"  # the family's benchmark at both its widths (family, family_mini)
 
 
 def file_stamp(path) -> tuple | None:
