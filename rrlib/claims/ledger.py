@@ -20,7 +20,9 @@ from rrlib import stats
 from rrlib.runs.config import project_path
 from rrlib.runs.presets import load_preset
 from rrlib.stats import ledger as verdicts
+from rrlib.results import power, statistics
 from rrlib.studies import claims_study, looped_reach_study, looped_study, power_study
+from rrlib.studies.registry import POWER_DESIGNS
 
 from . import board, conversion, family as family_rows, gate, looped, mechanisms, reach_rows, records, review
 from . import sources
@@ -30,6 +32,12 @@ from .rows import link
 
 # the rule whose scales each growth claim speaks of, and the metric its paper uses
 MECHANISMS = {"attnres": "update_rms", "mgr": "read_rms"}
+# page 04's powered designs, by the table the page shows each in: (size, rule, its baselines in the page's order,
+# seeds), as the study registry fixed them before their runs
+PAGE_04_DESIGNS = {table: (size, rule, sorted(baselines, key=("highway", "standard").index), seeds)
+                   for table, (size, rule, baselines, seeds, _) in
+                   (("04_power_tests", POWER_DESIGNS["review_power_micro"]),
+                    ("04_power_tests_mini", POWER_DESIGNS["review_power_mini"]))}
 
 
 @dataclass(frozen=True)
@@ -110,10 +118,13 @@ def build(inputs: Inputs = Inputs()) -> Ledger:
         return read(claims[cid], reach[name], *args, designs[name], reach_link, alpha=alpha)
 
     rows = []
-    paper_tests, ours_tests = page_table("04_paper_tests"), page_table("04_ours_tests")
+    where = {"paper_csv": p.paper_csv, "out_root": p.out_root}  # page 04's runs: the paper's table and ours
+    paper_tests, ours_tests = statistics.tests("paper", **where), statistics.tests("ours", **where)
     # page 04's powered designs at two widths, each once all its runs have finished: one family for the claim they
     # share, Holm over all their comparisons
-    power_designs = {name: page_table(name) for name in ("04_power_tests", "04_power_tests_mini")}
+    power_root = power.root_beside(p.out_root)
+    power_designs = {table: power.design_tests(power_root, size, {rule: list(baselines)}, seeds, alpha)
+                     for table, (size, rule, baselines, seeds) in PAGE_04_DESIGNS.items()}
     power_items = [name for name, table in power_designs.items() if table is not None]
     power_tests = power_study.pooled(power_designs.values())
     family_runs = sources.finished(p.out_root, p.family_size, seeds)
@@ -150,7 +161,7 @@ def build(inputs: Inputs = Inputs()) -> Ledger:
     rows += review.paper_run_rows(claims, paper_tests, stats.load_results(project_path(p.paper_csv)),
                                   link("04_statistics", "04_paper_tests"), alpha)
     rows.append(beyond_reach("review-gain-590m-harness", link("04_statistics")))
-    trend = page_table("04_paper_trend")
+    trend = statistics.trend("paper", **where)
     rows.append(review.trend_row(claims, trend, link("04_statistics", "04_paper_trend"), alpha))
     rows.append(review.size_row(claims, page_table("06_gap_factors"), review.paper_slope(trend),
                                 link("06_size_vs_tokens", "06_gap_factors"), alpha))
