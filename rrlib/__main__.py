@@ -19,7 +19,7 @@ from pathlib import Path
 import yaml
 
 from .home import PARAMS_DIR, given_path
-from .parsing import MOST_SEEDS, OneLineParser, add_rules_option, path_text
+from .parsing import MOST_SEEDS, OneLineParser, add_rules_option, path_text, yaml_value
 
 # The valid choices --help names, as the library defines them (rrlib.rules.RULES, rrlib.runs.config.PRECISIONS,
 # rrlib.runs.data.TOKENIZERS and HELDOUT), spelled here so that --help loads no torch.
@@ -102,7 +102,7 @@ def overrides_from(args) -> dict:
         if not sep or not dot:
             raise ConfigError(f"bad --set {item!r}; write SECTION.KEY=VALUE with SECTION one of model, data, train")
         try:
-            parsed = yaml.safe_load(value)
+            parsed = yaml_value(value)
         except yaml.YAMLError:
             raise ConfigError(f"bad --set value in {item!r}; write a number, true/false, null, a word or a "
                               f"[list]") from None

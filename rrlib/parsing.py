@@ -3,6 +3,7 @@ usage mistake answer at once: the one-line parser, the path type, and ``--rules`
 from __future__ import annotations
 
 import argparse
+import re
 
 RULES_VARIABLE = "RRLIB_RULES"  # rrlib.rules.external reads it; the command line sets it from --rules
 # The most seeds one comparison may ask for: a thousand runs a rule is beyond any CPU study here, and a count is
@@ -30,3 +31,26 @@ def add_rules_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rules", action="append", default=[], metavar="FILE_OR_MODULE",
                         help="a file (my_rules.py) or module of residual rules of one's own, each a class with "
                              "@register(\"name\"); repeatable; also read from $" + RULES_VARIABLE)
+
+
+# YAML 1.1 (PyYAML) reads a float only with a dot: "1e-5" and JSON's "1e-05" would be strings, and a rule option
+# such as {"init": 1e-05} would reach the rule as text. YAML 1.2 and JSON read them as numbers, and so does this.
+EXPONENT_FLOAT = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$")
+_LOADER = None
+
+
+def yaml_value(text: str):
+    """A value written on the command line (``--set``, ``-p``, a list), read as YAML with the numbers YAML 1.2 and
+    JSON write: ``1e-5`` is a float."""
+    global _LOADER
+    import yaml
+
+    if _LOADER is None:
+        class Loader(yaml.SafeLoader):
+            pass
+
+        # a copy of SafeLoader's resolvers: adding to a subclass would otherwise extend the shared lists
+        Loader.yaml_implicit_resolvers = {k: list(v) for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+        Loader.add_implicit_resolver("tag:yaml.org,2002:float", EXPONENT_FLOAT, list("-+0123456789."))
+        _LOADER = Loader
+    return yaml.load(text, Loader=_LOADER)

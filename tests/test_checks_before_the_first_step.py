@@ -557,3 +557,22 @@ def test_a_sweep_that_would_do_nothing_says_so(variants, seeds, shard, message):
 def test_an_empty_seed_list_on_the_command_line_is_exit_2(tmp_path, capsys):
     code, err = cli(capsys, "sweep", "--size", "tiny", "--seeds", "", "--out", str(tmp_path / "o"))
     assert code == 2 and "the sweep names no seeds" in err and not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("text, value", [("1e-05", 1e-05), ("1E-5", 1e-5), ("-2.5e3", -2500.0), ("3", 3),
+                                         ("0.1", 0.1), ("1e5x", "1e5x"), ("e5", "e5"), ("[1e-6, 2]", [1e-6, 2])])
+def test_a_number_in_exponent_form_is_a_number_as_json_and_yaml_1_2_write_it(text, value):
+    """PyYAML alone reads 1e-05 as text: a rule option {"init": 1e-05} reached the rule as a string."""
+    from rrlib.parsing import yaml_value
+
+    assert yaml_value(text) == value and type(yaml_value(text)) is type(value)
+
+
+def test_a_rule_option_in_exponent_form_reaches_the_run_as_a_float():
+    from types import SimpleNamespace
+
+    from rrlib.__main__ import OVERRIDE_FLAGS, overrides_from
+
+    args = SimpleNamespace(**{flag: None for flag in OVERRIDE_FLAGS}, compile=False,
+                           set=['model.rule_options={"init":1e-05}'])
+    assert overrides_from(args)["model"]["rule_options"] == {"init": 1e-05}

@@ -30,6 +30,7 @@ from pathlib import Path
 import yaml
 
 from ..model import count_params
+from ..parsing import yaml_value
 from ..runs.config import PROJECT_ROOT, ConfigError, given_path, project_path
 from ..runs.disk import write_bytes_atomic
 from ..runs.arguments import seed_list, variant_list
@@ -121,7 +122,7 @@ def extra_parameters(items: list[str]) -> dict:
         if name == "size":  # one execution per size: a -p size would silently replace every one of them
             raise ConfigError("-p size is not a parameter of the build; give the sweep notebook's sizes with --sizes")
         try:
-            out[name] = yaml.safe_load(value)
+            out[name] = yaml_value(value)
         except yaml.YAMLError:
             raise ConfigError(f"bad parameter value in {item!r}; write a number, true/false, null, a word or a "
                               f"[list]") from None

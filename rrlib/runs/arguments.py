@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import yaml
 
+from ..parsing import yaml_value
 from ..rules import ConfigError
 
 
@@ -20,7 +21,7 @@ def listed(value, name: str) -> list:
     in text ('[0, 1]') or one bare value (0)."""
     if isinstance(value, str):
         try:
-            parsed = yaml.safe_load(value) if value.strip() else []
+            parsed = yaml_value(value) if value.strip() else []
         except yaml.YAMLError:
             parsed = value
         value = [x.strip() for x in parsed.split(",") if x.strip()] if isinstance(parsed, str) else parsed
