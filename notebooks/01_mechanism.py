@@ -69,21 +69,19 @@ n_windows = 16  # held-out windows the gates are read on
 max_sublayers = 48  # depth range of the carry argument, in sublayers (two per block)
 figures_dir = None  # the report's figure folder; None shows figures without writing them
 
+
 # %%
 import ipywidgets as widgets
 from IPython.display import Pretty, display
 import matplotlib.pyplot as plt
-import numpy as np
-import pandas as pd
 import seaborn as sns
-import torch
 
-from rrlib import GPT, RULES, resolve_run
+from rrlib import RULES
 from rrlib.report import plots, tables
-from rrlib.runs import loading
-from rrlib.studies import gates
+from rrlib.results import mechanism
 
 plots.use_style()
+reading = {"size": size, "seed": 0, "n_windows": n_windows, "out_root": out_root, "local_out_root": local_out_root}
 
 # %% [markdown]
 # ## The three rules and the convex form
@@ -116,13 +114,9 @@ for name in ("standard", "highway", "review", "review_convex"):  # one output ea
 # $h + u/2$, "neutral". We read every gate of a freshly built model on held-out text to check.
 
 # %%
-fresh_run = resolve_run(size, "review", 0, out_root=out_root)
-torch.manual_seed(0)
-fresh = GPT(fresh_run.model).eval()
-x, y = loading.heldout_batch(fresh_run, n_windows)
-r_init = torch.cat([r.flatten() for r in gates.gate_activity(fresh, x)])
-print(f"{fresh.shape.n_steps} gates × {x.numel():,} tokens × {fresh_run.model.d_model} channels = "
-      f"{r_init.numel():,} values of r; min {r_init.min():.6f}, max {r_init.max():.6f}")
+init = mechanism.init_gates(size, n_windows=n_windows, out_root=out_root)
+print(f"{init.gates} gates × {init.tokens:,} tokens × {init.channels} channels = {init.values:,} values of r; "
+      f"min {init.r_min:.6f}, max {init.r_max:.6f}")
 
 # %% [markdown]
 # ## The depth argument
@@ -133,18 +127,17 @@ print(f"{fresh.shape.n_steps} gates × {x.numel():,} tokens × {fresh_run.model.
 # shrinks the same way; notebook 2 measures the whole gradient in real models.
 
 # %%
-depth = np.arange(1, max_sublayers + 1)
 gate_values = (0.1, 0.3, 0.5, 0.7)
-carry = pd.DataFrame({f"convex, r = {r}": np.cumprod(np.full(max_sublayers, 1 - r)) for r in gate_values},
-                     index=pd.Index(depth, name="sublayers"))
-carry["additive (any r)"] = 1.0
-tables.reader_table(carry.loc[[8, 16, 24, 40, 48]], "01_carry_product", formats={c: "{:.2e}" for c in carry.columns})
+carry = mechanism.carry_product(max_sublayers, gate_values)
+shown = carry.rename(columns=lambda r: f"convex, r = {r}")
+shown["additive (any r)"] = 1.0  # the identity path is never gated
+tables.reader_table(shown.loc[[8, 16, 24, 40, 48]], "01_carry_product", formats={c: "{:.2e}" for c in shown.columns})
 
 # %%
 fig, ax = plt.subplots(figsize=(7, 4))
 for r in gate_values:
-    ax.semilogy(depth, carry[f"convex, r = {r}"], label=f"convex, r = {r}", color=plt.cm.Blues(0.3 + r))
-ax.semilogy(depth, carry["additive (any r)"], color=plots.color("review"), lw=2.5, label="additive (any r)")
+    ax.semilogy(carry.index, carry[r], label=f"convex, r = {r}", color=plt.cm.Blues(0.3 + r))
+ax.semilogy(shown.index, shown["additive (any r)"], color=plots.color("review"), lw=2.5, label="additive (any r)")
 ax.axvline(40, color="grey", ls=":", lw=1)
 ax.text(40.5, 1e-12, "20 blocks", color="grey")
 ax.set(xlabel="sublayers (2 per block)", ylabel=r"weight of $x_0$ on its direct path",
@@ -157,38 +150,31 @@ plots.show_figure(fig, "01_carry_product", figures_dir)
 #
 # We load the trained Review run of this size (seed 0) from its kept weights (for `mini`, a 4.5 MB fp32 file committed
 # with its result, so nothing is retrained) and read every gate on held-out
-# windows: the distribution of $r$ per sublayer, then, token by token, the mean $r$ against the relative size of
-# the update $\Vert u\Vert/\Vert h\Vert$ and its cosine with the state.
+# windows, in float64 (so that another CPU gives the same digits): the distribution of $r$ per sublayer, then, token
+# by token, the mean $r$ against the relative size of the update $\Vert u\Vert/\Vert h\Vert$ and its cosine with the
+# state.
 
 # %%
-model, run, folder = loading.trained_model(size, "review", 0, out_root, local_out_root)
-# Read in float64: the gates computed in float32 differ between CPUs (other SIMD kernels) by about 1e-7, enough
-# to move a Spearman ρ in its 5th digit and a probe curve by an antialiased pixel; in float64 the differences
-# (about 1e-16) stay far below the 5 significant digits the page writes, so its files are the same everywhere.
-model = model.double()
-print(f"{run.size}/review/seed0: d_model {run.model.d_model}, {run.model.n_layers} blocks, "
-      f"trained {run.train.steps} steps, {model.n_params() / 1e6:.2f}M parameters")
-per_token = tables.rounded(gates.gate_table(model, x))  # rounded as the CSVs are, so another CPU draws the same
-r_all = {name: r.flatten() for name, r in zip(gates.sublayer_names(model), gates.gate_activity(model, x))}
-per_layer = pd.DataFrame({name: {"mean r": r.mean().item(), "sd r": r.std().item(),
-                                 "p10": r.quantile(0.1).item(), "p90": r.quantile(0.9).item()}
-                          for name, r in r_all.items()}).T
-tables.reader_table(per_layer, "01_gates_per_sublayer", figures_dir, formats=dict.fromkeys(per_layer, "{:.3f}"),
-                   digits=tables.SIGNIFICANT)
+trained = mechanism.probed_run(size, out_root=out_root, local_out_root=local_out_root)
+print(f"{trained.size}/review/seed0: d_model {trained.d_model}, {trained.n_layers} blocks, "
+      f"trained {trained.steps} steps, {trained.params / 1e6:.2f}M parameters")
+per_layer = mechanism.gates_per_sublayer(**reading)
+shown = per_layer.rename(columns={"r_mean": "mean r", "r_sd": "sd r", "r_p10": "p10", "r_p90": "p90"})
+tables.reader_table(shown.rename_axis(None), "01_gates_per_sublayer", figures_dir,
+                    formats=dict.fromkeys(shown, "{:.3f}"), digits=tables.SIGNIFICANT)
 
 # %%
-draw = torch.Generator().manual_seed(0)  # a fixed sample, so that a rebuilt figure is the same
-sample = pd.concat([pd.DataFrame({"sublayer": name,
-                                  "r": tables.rounded(r[torch.randperm(len(r), generator=draw)[:20_000]])})
-                    for name, r in r_all.items()])
-fig, ax = plt.subplots(figsize=(max(6, 0.7 * len(r_all)), 4))
+sample = mechanism.gate_sample(**reading)
+sample["r"] = tables.rounded(sample["r"])  # drawn as the CSVs store values, so that another CPU draws the same
+fig, ax = plt.subplots(figsize=(max(6, 0.7 * len(per_layer)), 4))
 sns.violinplot(data=sample, x="sublayer", y="r", hue="sublayer", palette="Blues", inner="quartile", cut=0,
                legend=False, ax=ax)
 ax.axhline(0.5, color="grey", ls=":", lw=1)
-ax.set(ylim=(0, 1), title=f"Trained gates per sublayer ({run.size}, every token and channel)")
+ax.set(ylim=(0, 1), title=f"Trained gates per sublayer ({trained.size}, every token and channel)")
 plots.show_figure(fig, "01_gates_per_sublayer", figures_dir)
 
 # %%
+per_token = tables.rounded(mechanism.gate_tokens(**reading))
 fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
 for kind, marker in (("attn", "o"), ("mlp", "s")):
     part = per_token[per_token["kind"] == kind]
@@ -202,11 +188,10 @@ fig.suptitle("What the trained gates respond to")
 plots.show_figure(fig, "01_gate_response", figures_dir)
 
 # %%
-correlation = per_token.groupby("sublayer", sort=False)[["r_mean", "update_norm", "cosine"]].corr(method="spearman")
-correlation = correlation.xs("r_mean", level=1)[["update_norm", "cosine"]].rename(
-    columns={"update_norm": "ρ(r, ‖u‖/‖h‖)", "cosine": "ρ(r, cos)"})
-tables.reader_table(correlation, "01_gate_correlation", figures_dir, formats=dict.fromkeys(correlation, "{:+.2f}"),
-                   digits=tables.SIGNIFICANT)
+correlation = mechanism.gate_correlation(**reading)
+shown = correlation.rename(columns={"rho_update_norm": "ρ(r, ‖u‖/‖h‖)", "rho_cosine": "ρ(r, cos)"})
+tables.reader_table(shown, "01_gate_correlation", figures_dir, formats=dict.fromkeys(shown, "{:+.2f}"),
+                    digits=tables.SIGNIFICANT)
 
 # %% [markdown]
 # ## Exploring one gate
@@ -219,16 +204,13 @@ tables.reader_table(correlation, "01_gate_correlation", figures_dir, formats=dic
 # size; a static page cannot run them, and shows the same probe on a grid instead, in the figure after them.
 
 # %%
-records = gates.gate_records(model, x)
-names = gates.sublayer_names(model)
-token = (0, x.shape[1] // 2)  # one held-out position, halfway through the first window
+explorer = mechanism.GateExplorer(**reading)  # one held-out position, halfway through the first window
+names = explorer.sublayers
 
 
 def gate_histogram(sublayer, cosine, log10_scale) -> bytes:
     """The probe's r per channel at one setting of the controls, as a PNG."""
-    i = names.index(sublayer)
-    h, u, _ = records[i]
-    r = gates.probe_gate(model, i, h[token], u[token], cosine, 10**log10_scale)
+    r = explorer.r(names.index(sublayer), cosine, 10**log10_scale)
     fig, ax = plt.subplots(figsize=(6, 3))
     ax.hist(r.numpy(), bins=30, range=(0, 1), color=plots.color("review"))
     ax.set(xlabel="r per channel", ylabel="channels",
@@ -256,17 +238,17 @@ for control in controls.values():
 widgets.VBox([*controls.values(), histogram])
 
 # %%
-cosines = torch.linspace(-1, 1, 41, dtype=torch.float64)  # float32 linspace differs in its last bit between kernels
-scales = (0.1, 1.0, 10.0)
+probe = mechanism.gate_probe(**reading)
+scales = mechanism.SCALES
 n_cols = min(4, len(names))  # at most four panels a row, so each stays readable at the page's width
 n_rows = -(-len(names) // n_cols)
 fig, axes = plt.subplots(n_rows, n_cols, figsize=(3.4 * n_cols, 2.9 * n_rows + 0.6), sharex=True, sharey=True,
                          squeeze=False)
 for i, (name, ax) in enumerate(zip(names, axes.flat)):
-    h, u, _ = records[i]
     for scale, ls in zip(scales, ("-", "--", ":")):
-        r = tables.rounded(gates.probe_gate(model, i, h[token], u[token], cosines, scale).mean(-1))
-        ax.plot(cosines, r, ls=ls, lw=2, color=plots.color("review"), label=f"‖u‖/‖h‖ = {scale:g}")
+        curve = probe[(probe["index"] == i) & (probe["scale"] == scale)]
+        ax.plot(curve["cosine"], tables.rounded(curve["r_mean"]), ls=ls, lw=2, color=plots.color("review"),
+                label=f"‖u‖/‖h‖ = {scale:g}")
     ax.axhline(0.5, color="grey", lw=0.8, ls=":")
     ax.set_title(name)
 for ax in axes.flat[len(names):]:
@@ -280,28 +262,21 @@ fig.legend(*axes.flat[0].get_legend_handles_labels(), loc="upper center", bbox_t
 fig.suptitle("The trained gate's response to the proposal's direction and size (one held-out token)")
 plots.show_figure(fig, "01_gate_probe", figures_dir)
 
-# %%
-probe = torch.stack([gates.probe_gate(model, i, records[i][0][token], records[i][1][token], cosines, s).mean(-1)
-                     for i in range(len(names)) for s in scales]).view(len(names), len(scales), -1)
-scale_effect = (probe.max(1).values - probe.min(1).values).max().item()
-direction_effect = (probe.max(2).values - probe.min(2).values).mean().item()
-
 # %% [markdown]
 # ## Recap
 
 # %%
-strongest = correlation["ρ(r, cos)"].abs().idxmax()
-print(f"At initialisation all {r_init.numel():,} gate values read {r_init.min():.4f}–{r_init.max():.4f}: every "
+summary = mechanism.gate_summary(**reading)
+print(f"At initialisation all {init.values:,} gate values read {init.r_min:.4f}–{init.r_max:.4f}: every "
       "review block starts as h + u/2.")
-neutral = carry["convex, r = 0.5"]
+neutral = carry[0.5]
 print(f"At r = 0.5 the convex form keeps {neutral.loc[40]:.1e} of the embedding's direct path after 40 sublayers "
       f"(20 blocks) and {neutral.loc[max_sublayers]:.1e} after {max_sublayers}; the additive form keeps all of it.")
-print(f"Trained ({run.size}, {run.train.steps} steps): mean r per sublayer runs from "
-      f"{per_layer['mean r'].min():.3f} ({per_layer['mean r'].idxmin()}) to {per_layer['mean r'].max():.3f} "
-      f"({per_layer['mean r'].idxmax()}), with a within-sublayer SD of {per_layer['sd r'].mean():.3f} on average.")
-print(f"Token by token, r follows the update's direction most in {strongest} "
-      f"(Spearman ρ = {correlation.loc[strongest, 'ρ(r, cos)']:+.2f} with cos(u, h)). Probing the gate, "
-      f"changing the update's size 100-fold moves mean r by at most {scale_effect:.4f}, while sweeping its "
-      f"direction moves it by {direction_effect:.3f} on average"
-      + (": the gate reviews what an update says, not how loudly it says it." if scale_effect < direction_effect / 10
-         else "."))
+print(f"Trained ({trained.size}, {trained.steps} steps): mean r per sublayer runs from "
+      f"{summary.r_mean_low:.3f} ({summary.r_mean_low_sublayer}) to {summary.r_mean_high:.3f} "
+      f"({summary.r_mean_high_sublayer}), with a within-sublayer SD of {summary.r_sd_average:.3f} on average.")
+print(f"Token by token, r follows the update's direction most in {summary.strongest_sublayer} "
+      f"(Spearman ρ = {summary.strongest_rho_cosine:+.2f} with cos(u, h)). Probing the gate, "
+      f"changing the update's size 100-fold moves mean r by at most {summary.scale_effect:.4f}, while sweeping its "
+      f"direction moves it by {summary.direction_effect:.3f} on average"
+      + (": the gate reviews what an update says, not how loudly it says it." if summary.reviews_direction else "."))

@@ -74,25 +74,19 @@ figures_dir = None  # the report's figure folder; None shows figures without wri
 
 # %%
 import matplotlib.pyplot as plt
-import pandas as pd
 import seaborn as sns
-import torch
 
-from rrlib import GPT, available_sizes, load_preset, resolve_run
+from rrlib import load_preset
 from rrlib.report import plots, tables
+from rrlib.results import depth
 from rrlib.runs import loading
 from rrlib.runs.arguments import seed_list, variant_list
-from rrlib.studies import gates
 
 plots.use_style()
-DEPTH_PRESET = "depth"
-if depths is None:
-    depths = sorted(int(s[len(DEPTH_PRESET):]) for s in available_sizes()
-                    if s.startswith(DEPTH_PRESET) and s[len(DEPTH_PRESET):].isdigit())
-preset = load_preset(f"{DEPTH_PRESET}{depths[0]}")
 variants = variant_list(variants)  # -p variants review is one variant, -p seeds 0 one seed
-seeds = seed_list(seeds, default=preset.seeds)
-overrides = {"train": {"steps": steps}} if steps is not None else {}
+depths, seeds = depth.design(depths, seed_list(seeds) if seeds is not None else None)
+ablation = {"depths": depths, "variants": variants, "seeds": seeds, "out_root": out_root}
+preset = load_preset(f"{depth.DEPTH_PRESET}{depths[0]}")
 print(preset.description)
 print(f"depths (blocks): {depths}; variants: {', '.join(variants)}; seeds: {seeds}; "
       f"d_model {preset.model.d_model}, {preset.model.n_heads} heads, context {preset.model.seq_len}, "
@@ -104,14 +98,11 @@ print(f"depths (blocks): {depths}; variants: {', '.join(variants)}; seeds: {seed
 # Each depth is one sweep. Finished runs are read from their result files; only missing ones are trained.
 
 # %%
-results = pd.concat([loading.quiet_sweep(f"{DEPTH_PRESET}{L}", variants, seeds, overrides, out_root)
-                     for L in depths], ignore_index=True)
-results = results[results["variant"].isin(variants) & results["seed"].isin(seeds)]
-results["sublayers"] = 2 * results["n_layers"]
-runs_per_depth = results.groupby("n_layers").agg(
-    sublayers=("sublayers", "first"), runs=("seed", "size"),
-    finished=("status", lambda s: int((s == "finished").sum())), params_M=("params_M", "max"), steps=("steps", "max"))
-tables.reader_table(runs_per_depth.rename_axis("blocks"), "02_runs", figures_dir, full=results,
+overrides = {"train": {"steps": steps}} if steps is not None else {}
+for L in depths:  # trains only what is missing: the report has trained it before this page runs
+    loading.quiet_sweep(f"{depth.DEPTH_PRESET}{L}", variants, seeds, overrides, out_root)
+results = depth.depth_runs(**ablation)
+tables.reader_table(depth.runs_per_depth(**ablation), "02_runs", figures_dir, full=results,
                     rename={"params_M": "params (M, largest)"})
 
 # %% [markdown]
@@ -121,12 +112,10 @@ tables.reader_table(runs_per_depth.rename_axis("blocks"), "02_runs", figures_dir
 # shows as a curve that stops falling early.
 
 # %%
-curves = pd.concat([loading.loss_curves(out_root, f"{DEPTH_PRESET}{L}", variants, seeds).assign(blocks=L)
-                    for L in depths], ignore_index=True)
-grid = sns.relplot(data=curves, x="flops", y="loss", hue="variant", col="blocks", col_wrap=min(4, len(depths)),
-                   style="variant", kind="line", errorbar=None, markers=plots.markers(variants), dashes=False,
-                   markersize=4, markeredgewidth=0, palette=plots.palette(variants), height=2.8,
-                   aspect=1.2, facet_kws={"sharex": False})
+grid = sns.relplot(data=depth.loss_curves(**ablation), x="flops", y="loss", hue="variant", col="blocks",
+                   col_wrap=min(4, len(depths)), style="variant", kind="line", errorbar=None,
+                   markers=plots.markers(variants), dashes=False, markersize=4, markeredgewidth=0,
+                   palette=plots.palette(variants), height=2.8, aspect=1.2, facet_kws={"sharex": False})
 grid.set_axis_labels("training FLOPs", "training loss")
 grid.set_titles("{col_name} blocks")
 grid.figure.suptitle("Training loss against compute, one panel per depth", y=1.02)
@@ -139,19 +128,20 @@ plots.show_figure(grid.figure, "02_loss_curves", figures_dir)
 # seeds. A cross marks a run that diverged.
 
 # %%
-final = results.groupby(["variant", "sublayers"])["fixed_loss"].agg(["mean", "std", "count"]).reset_index()
+final = depth.final_loss(**ablation)
 fig, ax = plt.subplots(figsize=(7, 4.2))
 for variant in variants:
     part = final[final["variant"] == variant]
-    ax.errorbar(part["sublayers"], part["mean"], yerr=part["std"].fillna(0), marker=plots.marker(variant),
-                capsize=3, color=plots.color(variant), ls="--" if variant.endswith("convex") else "-", label=variant)
+    ax.errorbar(part["sublayers"], part["fixed_loss_mean"], yerr=part["fixed_loss_sd"].fillna(0),
+                marker=plots.marker(variant), capsize=3, color=plots.color(variant),
+                ls="--" if variant.endswith("convex") else "-", label=variant)
 diverged = results[results["status"] != "finished"]
 ax.scatter(diverged["sublayers"], diverged["fixed_loss"], marker="x", color="black", zorder=5,
            label="diverged" if len(diverged) else None)
 ax.set(xlabel="sublayers (2 per block)", ylabel="held-out loss (fixed set)", title="Final loss against depth")
 plots.legend_outside(ax)
 plots.show_figure(fig, "02_final_loss_vs_depth", figures_dir)
-mean_loss = final.pivot(index="sublayers", columns="variant", values="mean")[variants]
+mean_loss = depth.mean_final_loss(**ablation)
 tables.reader_table(mean_loss, "02_final_loss", figures_dir, formats=dict.fromkeys(variants, "{:.3f}"))
 
 # %% [markdown]
@@ -163,20 +153,9 @@ tables.reader_table(mean_loss, "02_final_loss", figures_dir, formats=dict.fromke
 # gradient is mostly the head's.
 
 # %%
-batch = loading.heldout_batch(resolve_run(f"{DEPTH_PRESET}{depths[0]}", variants[0], seeds[0], overrides,
-                                        out_root), grad_windows)
-rows = []
-for L in depths:
-    for variant in variants:
-        for seed in seeds:
-            torch.manual_seed(seed)
-            model = GPT(resolve_run(f"{DEPTH_PRESET}{L}", variant, seed, overrides, out_root).model)
-            rows.append({"blocks": L, "sublayers": 2 * L, "variant": variant, "seed": seed,
-                         "grad_norm": gates.position_grad_norm(model, *batch)})
-grads = pd.DataFrame(rows)
-grad_table = tables.rounded(grads.pivot_table(index="sublayers", columns="variant", values="grad_norm")[variants])
+grad_table = tables.rounded(depth.embedding_grad(**ablation, grad_windows=grad_windows))
 tables.reader_table(grad_table, "02_embedding_grad", figures_dir, formats=dict.fromkeys(variants, "{:.2e}"),
-                   digits=tables.SIGNIFICANT)
+                    digits=tables.SIGNIFICANT)
 
 # %%
 fig, ax = plt.subplots(figsize=(7, 4.2))
@@ -194,24 +173,19 @@ plots.show_figure(fig, "02_embedding_grad_vs_depth", figures_dir)
 # What produced these results, read from the result files: code commit, device, precision, data.
 
 # %%
-tables.reader_table(loading.provenance(results), "02_provenance", figures_dir)
+tables.reader_table(depth.provenance(**ablation), "02_provenance", figures_dir)
 
 # %% [markdown]
 # ## Recap
 
 # %%
-loss = final.pivot(index="sublayers", columns="variant", values="mean")
-shallow, deep = loss.index.min(), loss.index.max()
-pairs = [(convex, additive) for convex, additive in (("review_convex", "review"), ("highway_convex", "highway"))
-         if convex in loss and additive in loss]
+deep = mean_loss.index.max()
 print(f"At {deep // 2} blocks ({deep} sublayers) the held-out loss is "
-      + ", ".join(f"{v} {loss.loc[deep, v]:.3f}" for v in loss.columns) + ".")
-for convex, additive in pairs:
-    print(f"{convex} ends {loss.loc[deep, convex] - loss.loc[deep, additive]:+.3f} against {additive} at "
-          f"{deep // 2} blocks, and {loss.loc[shallow, convex] - loss.loc[shallow, additive]:+.3f} at "
-          f"{shallow // 2} blocks.")
-    ratio = grad_table[convex] / grad_table[additive]
-    print(f"  Its embedding gradient at initialisation is {ratio.loc[grad_table.index.min()]:.2g}× the additive "
-          f"form's at {grad_table.index.min() // 2} blocks and {ratio.loc[grad_table.index.max()]:.2g}× at "
-          f"{grad_table.index.max() // 2} blocks.")
+      + ", ".join(f"{v} {mean_loss.loc[deep, v]:.3f}" for v in mean_loss.columns) + ".")
+for pair in depth.convex_against_additive(**ablation, grad_windows=grad_windows).itertuples():
+    print(f"{pair.convex} ends {pair.loss_gap_deep:+.3f} against {pair.additive} at {pair.deep_sublayers // 2} "
+          f"blocks, and {pair.loss_gap_shallow:+.3f} at {pair.shallow_sublayers // 2} blocks.")
+    print(f"  Its embedding gradient at initialisation is {pair.grad_ratio_shallow:.2g}× the additive form's at "
+          f"{grad_table.index.min() // 2} blocks and {pair.grad_ratio_deep:.2g}× at {grad_table.index.max() // 2} "
+          "blocks.")
 print(f"{len(diverged)} of {len(results)} runs diverged.")

@@ -78,47 +78,32 @@ secondary_metric = "val_loss"  # the paper's evaluation, shown beside every test
 alpha = 0.05
 figures_dir = None  # the report's figure folder; None shows figures without writing them
 
+
 # %%
 import matplotlib.pyplot as plt
 import numpy as np
-import pandas as pd
 from IPython.display import display
 
-from rrlib import load_preset, resolve_run, results_table
+from rrlib import load_preset
 from rrlib.report import plots, tables
-from rrlib import stats
+from rrlib.results import size_tokens
 from rrlib.runs.arguments import variant_list
-from rrlib.runs.config import project_path
-from rrlib.runs.rundata import load_run_data
 
 plots.use_style()
 variants = variant_list(variants)  # -p variants review is one variant
+study = {"grid_sizes": grid_sizes, "variants": variants, "out_root": out_root}
 
 # %% [markdown]
 # ## The grid
 
 # %%
-runs = results_table(out_root)
-runs = runs[runs["size"].isin(grid_sizes) & runs["variant"].isin(variants)]
-missing = [s for s in grid_sizes if s not in set(runs["size"])]
-if runs.empty:
-    raise RuntimeError(f"no results of the grid under {out_root}: `bash scripts/study.sh` trains them")
+grid = size_tokens.grid_runs(**study)
+missing = [s for s in grid_sizes if s not in set(grid["size"])]
 if missing:
     print(f"no results yet for {', '.join(missing)}: `bash scripts/study.sh` trains them "
           f"(SIZES=\"{' '.join(missing)}\" for these alone)")
-grid = stats.load_results(runs)
 width = {s: load_preset(s).model.d_model for s in grid_sizes}
-steps = {s: load_preset(s).train.steps for s in grid_sizes}
-grid["width"] = grid["size"].map(lambda s: s.split("_steps")[0])
-cells = (grid[grid["variant"] == "review"].groupby("size")
-         .agg(width=("width", "first"), params_M=("params_M", "mean"), steps=("steps", "first"),
-              tokens_per_param=("tokens_per_param", "mean"), seeds=("seed", "nunique")))
-means = grid.pivot_table(index="size", columns="variant", values=metric, aggfunc="mean")[variants]
-cells = cells.join(means).sort_values(["width", "steps"], key=lambda c: c.map(width) if c.name == "width" else c)
-# the sample's train stream is finite: the longest runs see it more than once (random windows, so no fixed order)
-train_tokens = {s: len(load_run_data(resolve_run(s, "review", 0)).train) for s in cells.index}
-cells["passes"] = [steps[s] * load_preset(s).train.batch_size * load_preset(s).model.seq_len / train_tokens[s]
-                   for s in cells.index]
+cells = size_tokens.grid_cells(**study, metric=metric)
 tables.reader_table(cells, "06_grid", figures_dir, formats={"tokens_per_param": "{:.2f}", "params_M": "{:.2f}",
                                                             "passes": "{:.2f}"},
                     rename={"params_M": "params (M, Review)", "tokens_per_param": "tokens / param",
@@ -132,29 +117,21 @@ tables.reader_table(cells, "06_grid", figures_dir, formats={"tokens_per_param": 
 # its own `val_loss`), placed at their own tokens per parameter (steps × 64 × 256 / Review's parameters).
 
 # %%
-comparison = stats.compare_metrics(grid, metric, secondary_metric, alpha=alpha, n_boot=0).set_index("size")
-comparison = comparison.join(cells[["width", "tokens_per_param"]])
-paper_path = project_path(paper_csv)
-paper = stats.load_results(paper_path) if paper_path.exists() else None
-if paper is not None:
-    paper = paper[paper["variant"].isin(variants)]
-    paper["tokens_per_param"] = paper["steps"] * 64 * 256 / (paper["params_M"] * 1e6)
-    paper_cmp = stats.compare(paper, metric="val_loss", alpha=alpha, n_boot=0).set_index("size")
-    ref_tpp = paper[paper["variant"] == "review"].groupby("size")["tokens_per_param"].mean()
-    paper_cmp = paper_cmp.join(ref_tpp)
+comparison = size_tokens.paired_gaps(**study, metric=metric, secondary_metric=secondary_metric, alpha=alpha)
+paper = size_tokens.paper_gaps(paper_csv, variants, alpha)
 
 width_colors = {"micro": "#6baed6", "mini": "#08519c"}
 baselines = [v for v in variants if v != "review"]
 fig, axes = plt.subplots(1, len(baselines), figsize=(5.2 * len(baselines), 4.0), sharey=False)
 for ax, baseline in zip(np.atleast_1d(axes), baselines):
-    here = comparison[comparison["baseline"] == baseline]
+    here = comparison[comparison["baseline"] == baseline].set_index("size")
     for w, part in here.groupby("width"):
         part = part.sort_values("tokens_per_param")  # the line joins a width's budgets in order
         gap = part["paired_gap"]
         ax.errorbar(part["tokens_per_param"], gap, yerr=[gap - part["ci_low"], part["ci_high"] - gap], fmt="o-",
                     color=width_colors.get(w, "#444"), capsize=3, label=f"{w} (d {width[part.index[0]]})")
     if paper is not None:
-        theirs = paper_cmp[paper_cmp["baseline"] == baseline]
+        theirs = paper.gaps[paper.gaps["baseline"] == baseline]
         gap = theirs["paired_gap"]
         ax.errorbar(theirs["tokens_per_param"], gap, yerr=[gap - theirs["ci_low"], theirs["ci_high"] - gap],
                     fmt="s", color="#7f7f7f", capsize=3, label="the paper (60M–1B)")
@@ -171,10 +148,9 @@ fig.suptitle("Review's paired gap against tokens per parameter, by model size (9
 plots.show_figure(fig, "06_gap_vs_tokens_per_param", figures_dir)
 
 # %%
-shown = comparison.reset_index()[["size", "baseline", "tokens_per_param", "paired_gap", "ci_low", "ci_high",
-                                  "paired_p", "p_holm", f"p_{secondary_metric}", f"p_holm_{secondary_metric}",
-                                  "metrics_note"]]
-tables.reader_table(shown, "06_paired_gaps", figures_dir, index=False, full=comparison.reset_index(),
+shown = comparison[["size", "baseline", "tokens_per_param", "paired_gap", "ci_low", "ci_high", "paired_p", "p_holm",
+                    f"p_{secondary_metric}", f"p_holm_{secondary_metric}", "metrics_note"]]
+tables.reader_table(shown, "06_paired_gaps", figures_dir, index=False, full=comparison,
                     formats={"tokens_per_param": "{:.2f}", "paired_gap": "{:+.4f}", "ci_low": "{:+.4f}",
                              "ci_high": "{:+.4f}"},
                     rename={"tokens_per_param": "tokens / param", "paired_gap": "gap (nats)",
@@ -192,67 +168,29 @@ tables.reader_table(shown, "06_paired_gaps", figures_dir, index=False, full=comp
 # the confound this grid exists to break.
 
 # %%
-factors = stats.gap_factors(grid, metric=metric, alpha=alpha)
-factors_secondary = stats.gap_factors(grid, metric=secondary_metric, alpha=alpha)
-display(tables.reader_table(pd.concat([factors, factors_secondary], ignore_index=True), "06_gap_factors",
-                    figures_dir, index=False,
-                    columns=["metric", "baseline", "term", "coef", "ci_low", "ci_high", "p", "n_cells"],
-                    formats={"coef": "{:+.4f}", "ci_low": "{:+.4f}", "ci_high": "{:+.4f}"},
-                    rename={"coef": "coefficient (nats/decade)", "ci_low": "95 % low", "ci_high": "95 % high",
-                            "n_cells": "cells"}))
+factors = size_tokens.gap_factors(**study, metrics=(metric, secondary_metric), alpha=alpha)
+display(tables.reader_table(factors, "06_gap_factors", figures_dir, index=False,
+                            columns=["metric", "baseline", "term", "coef", "ci_low", "ci_high", "p", "n_cells"],
+                            formats={"coef": "{:+.4f}", "ci_low": "{:+.4f}", "ci_high": "{:+.4f}"},
+                            rename={"coef": "coefficient (nats/decade)", "ci_low": "95 % low", "ci_high": "95 % high",
+                                    "n_cells": "cells"}))
 if paper is not None:
-    log_size, log_tpp = np.log10(paper_cmp["params_M"]), np.log10(paper_cmp["tokens_per_param"])
-    print(f"the paper's sizes: correlation of log size and log tokens/param = {np.corrcoef(log_size, log_tpp)[0, 1]:.3f}")
-
+    print(f"the paper's sizes: correlation of log size and log tokens/param = {paper.log_size_tokens_correlation:.3f}")
 
 # %% [markdown]
 # ## Recap
 
 # %%
-def factor_verdict(factors: pd.DataFrame, baseline: str) -> str:
-    """One sentence per baseline, read off the fit: which coefficients' intervals exclude zero."""
-    rows = factors[(factors["baseline"] == baseline) & (factors["term"] != "intercept")].set_index("term")
-    if rows["coef"].isna().all():
-        return f"against {baseline}: no fit ({rows['note'].iloc[0]})"
-    parts = []
-    for term, name in (("log10_size", "size"), ("log10_tokens_per_param", "tokens per parameter")):
-        r = rows.loc[term]
-        clear = r["ci_low"] > 0 or r["ci_high"] < 0
-        parts.append(f"{name} {r['coef']:+.3f} nats/decade [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]"
-                     f"{' (interval excludes 0)' if clear else ''}")
-    return f"against {baseline}: " + "; ".join(parts)
-
-
 print(f"{len(grid)} runs in {len(cells)} cells ({int(cells['seeds'].min())}–{int(cells['seeds'].max())} seeds each); "
       f"tokens per parameter {cells['tokens_per_param'].min():.2f}–{cells['tokens_per_param'].max():.2f}.")
-for name, fit in ((metric, factors), (secondary_metric, factors_secondary)):
+by_metric = {name: factors[factors["metric"] == name] for name in (metric, secondary_metric)}
+for name, fit in by_metric.items():
     for baseline in baselines:
-        print(f"{name}, " + factor_verdict(fit, baseline))
-def undertraining_verdict(factors: pd.DataFrame) -> str:
-    """What the fit says of the two readings: undertraining predicts a gap that shrinks as tokens per parameter
-    grow (a negative coefficient); scale predicts one that grows with size at fixed tokens per parameter."""
-    tpp = factors[factors["term"] == "log10_tokens_per_param"].dropna(subset=["coef"])
-    size = factors[factors["term"] == "log10_size"].dropna(subset=["coef"])
-    if tpp.empty:
-        return "Too few cells to fit the two factors."
-    shrinks = tpp[tpp["ci_high"] < 0]["baseline"].tolist()
-    grows_with_tokens = tpp[tpp["ci_low"] > 0]["baseline"].tolist()
-    grows_with_size = size[size["ci_low"] > 0]["baseline"].tolist()
-    signs = ", ".join(f"{r.baseline} {r.coef:+.3f}" for r in tpp.itertuples())
-    if shrinks:
-        return (f"The gap follows undertraining against {', '.join(shrinks)}: it shrinks as tokens per parameter "
-                f"grow (tokens coefficients: {signs} nats/decade).")
-    words = ("grows with tokens per parameter against " + ", ".join(grows_with_tokens) if grows_with_tokens
-             else "no interval of the tokens coefficient excludes 0")
-    more = (f"; it grows with size at fixed tokens per parameter against {', '.join(grows_with_size)}"
-            if grows_with_size else "; no interval of the size coefficient excludes 0 either")
-    return ("The gap does not follow undertraining here: the undertraining reading predicts negative tokens "
-            f"coefficients, and they are {signs} nats/decade ({words}){more}.")
-
-
-for name, fit in ((metric, factors), (secondary_metric, factors_secondary)):
-    print(f"With {name}: " + undertraining_verdict(fit))
+        print(f"{name}, " + size_tokens.factor_sentence(fit, baseline))
+for name, fit in by_metric.items():
+    print(f"With {name}: " + size_tokens.undertraining_sentence(fit))
 for name, column in ((metric, "significant"), (secondary_metric, f"significant_{secondary_metric}")):
     significant = comparison[comparison[column].fillna(False).astype(bool)]
     print(f"cells where Review's gap survives Holm over all {len(comparison)} comparisons, with {name}: "
-          + (", ".join(f"{s} vs {r.baseline} ({r.paired_gap:+.4f})" for s, r in significant.iterrows()) or "none"))
+          + (", ".join(f"{r.size} vs {r.baseline} ({r.paired_gap:+.4f})" for r in significant.itertuples())
+             or "none"))
