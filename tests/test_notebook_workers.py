@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from rrlib import count_params
 from rrlib.__main__ import build_parser, overrides_from
 from rrlib.runs.config import ConfigError
 from rrlib.runs.presets import resolve_run
@@ -122,20 +123,30 @@ def test_a_failed_run_is_named_in_one_sentence_and_the_finished_runs_stay(tmp_pa
 
 def test_a_run_too_large_for_one_device_is_one_sentence_with_the_torchrun_line_that_fits_it():
     run = resolve_run("tiny", "review", 0, {"train": {"steps": 5}})
-    fixed, per_seq = workers.step_memory(run)
+    memory = workers.step_memory(run)
+    assert all(part > 0 for part in memory)
+    need = lambda sequences, accumulates: workers.step_bytes(run, memory, sequences, accumulates)  # noqa: E731
     batch = run.train.batch_size  # 8
-    assert fixed > 0 and per_seq > 0
-    assert workers.fit_sentence(run, {}, fixed + batch * per_seq, "device", 1) is None
-    said = workers.fit_sentence(run, {"train": {"steps": 5}}, fixed + batch // 2 * per_seq, "H100", 8)
+    assert workers.fit_sentence(run, {}, need(batch, False), "device", 1) is None
+    assert workers.fit_sentence(run, {}, need(batch, False) - 1, "device", 1) is not None
+    said = workers.fit_sentence(run, {"train": {"steps": 5}}, need(batch // 2, True), "H100", 8)
     assert said.startswith("tiny/review does not fit one H100")
     assert said.endswith("train it on 2 GPUs, each with 4 of its 8 sequences: torchrun --nproc-per-node 2 -m rrlib "
                          "train --size tiny --variant review --seed 0 --set=train.steps=5 (or on one, slower, with "
                          "-y '{settings: {train: {micro_batch_size: 4}}}')")
     assert one_sentence(said)
-    said = workers.fit_sentence(run, {}, fixed + batch // 4 * per_seq, "H100", 2)
+    said = workers.fit_sentence(run, {}, need(batch // 4, True), "H100", 2)
     assert "train it on 4 GPUs (this host has 2: run it where 4 are)" in said
-    said = workers.fit_sentence(run, {}, fixed, "H100", 8)
+    said = workers.fit_sentence(run, {}, need(1, True) - 1, "H100", 8)
     assert said.endswith("train it on a device with more memory") and "torchrun" not in said and one_sentence(said)
+
+
+def test_the_gradients_count_beside_the_activations_only_where_a_step_holds_them():
+    run = resolve_run("tiny", "review", 0, {})
+    memory = workers.step_memory(run)
+    grads = workers.GRAD_BYTES * count_params(run.model)
+    assert workers.step_bytes(run, memory, 4, True) == workers.step_bytes(run, memory, 4, False) + grads
+    assert workers.step_bytes(run, memory, 8, False) > workers.step_bytes(run, memory, 4, False)
 
 
 def test_a_run_too_large_stops_the_notebook_before_any_run_folder_is_made(tmp_path, data):
@@ -157,19 +168,20 @@ def test_the_memory_estimate_errs_high_but_near_the_gpu_benchmarks_measured_peak
     for variant in ("review", "standard"):
         measured = next(r["peak_memory_bytes"] for r in bench["results"] if r["variant"] == variant)
         run = resolve_run("60m", variant, 0, {})
-        fixed, per_seq = workers.step_memory(run)
-        estimate = fixed + run.train.batch_size * per_seq
+        estimate = workers.step_bytes(run, workers.step_memory(run), run.train.batch_size, False)
         assert measured <= estimate <= 1.4 * measured, (variant, estimate / 1e9, measured / 1e9)
 
 
 # ---------------------------------------------------------------- the notebook, end to end
 
 
-def papermill(tmp_path, *parameters) -> float:
-    """Notebook 03 executed by papermill with ``parameters`` (NAME VALUE pairs); its wall time in seconds."""
+def papermill(tmp_path, *parameters, settings: str | None = None) -> float:
+    """Notebook 03 executed by papermill with ``parameters`` (NAME VALUE pairs) and ``settings`` (its parameter of
+    that name, in YAML); its wall time in seconds."""
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "papermill", "notebooks/03_sweep.ipynb", str(tmp_path / "out.ipynb"),
-                           *[word for pair in parameters for word in ("-p", *pair)], "--cwd", str(REPO)],
+                           *[word for pair in parameters for word in ("-p", *pair)],
+                           *(["-y", f"{{settings: {settings}}}"] if settings else []), "--cwd", str(REPO)],
                           cwd=REPO, capture_output=True, text=True, timeout=1500)
     assert done.returncode == 0, done.stderr[-3000:]
     return time.perf_counter() - start
@@ -177,12 +189,15 @@ def papermill(tmp_path, *parameters) -> float:
 
 @pytest.mark.slow
 def test_two_cpu_workers_take_well_under_the_runs_summed_time(tmp_path, data):
+    """A run's recorded minutes are its training steps' time (rrlib.runs.train), without its evaluations and
+    checkpoints, so the runs evaluate and save only at their end here: what the two workers split is then what the
+    minutes count."""
     runs = tmp_path / "runs"
-    wall = papermill(tmp_path, ("size", "tiny"), ("steps", "400"), ("workers", "2"), ("device", "cpu"),
-                     ("out_root", str(runs)))
+    wall = papermill(tmp_path, ("size", "tiny"), ("steps", "300"), ("workers", "2"), ("device", "cpu"),
+                     ("out_root", str(runs)), settings="{train: {eval_every: 300, ckpt_every: 300, log_every: 50}}")
     minutes = [json.loads(p.read_text())["minutes"] for p in runs.glob("tiny/*/seed*/result.json")]
     assert len(minutes) == 6
-    print(f"notebook 03, tiny at 400 steps, 2 workers: {wall:.0f} s wall against {60 * sum(minutes):.0f} s of runs")
+    print(f"notebook 03, tiny at 300 steps, 2 workers: {wall:.0f} s wall against {60 * sum(minutes):.0f} s of runs")
     assert wall < 0.8 * 60 * sum(minutes)
 
 

@@ -36,7 +36,9 @@ from ..runs.sweep import SweepIncomplete, grid, results_table, write_results
 from .memory import peak_tensor_bytes
 
 _MEASURED: dict = {}  # step_memory's answers in this process, by the model's settings, precision and device
-STATE_BYTES = 16  # per parameter: fp32 weights and gradients, AdamW's two fp32 moments (bf16 autocast keeps these)
+HELD_BYTES = 12  # per parameter, across steps: fp32 weights and AdamW's two fp32 moments (bf16 autocast keeps them)
+GRAD_BYTES = 4  # per parameter, fp32 gradients: made as backward frees the activations, held through a step that
+#                 accumulates micro-batches (and in DDP's buckets), all of them at the optimizer step
 
 
 # ---------------------------------------------------------------- how many workers, on what
@@ -72,21 +74,32 @@ def worker_count(workers, device: str, runs: int) -> int:
 
 
 def step_memory(run: RunConfig, device: torch.device = torch.device("cpu")) -> tuple[int, int]:
-    """(bytes one training step of ``run`` needs on one device whatever its batch, bytes per sequence of its
-    micro-batch): an estimate, ``STATE_BYTES`` per parameter plus what the forward pass keeps for backward.
+    """(bytes a training step of ``run`` holds on one device whatever its batch, bytes per sequence of its
+    micro-batch): an estimate, ``HELD_BYTES`` per parameter plus what the forward pass keeps for backward
+    (``step_bytes`` adds the gradients where they are held beside it).
 
-    That part is measured (rrlib.speed.memory) on ``device`` (the GPU itself, before any run, where there is one)
-    under the precision the run takes on a GPU, at one and two blocks and at two batch sizes that each fill the
+    The forward pass is measured (rrlib.speed.memory) on ``device`` (the GPU itself, before any run, where there is
+    one) under the precision the run takes on a GPU, at one and two blocks and at two batch sizes that each fill the
     loss's chunk of tokens (rrlib.model's LOSS_CHUNK_TOKENS: its logits do not grow with the batch beyond it), then
-    extended linearly in blocks and sequences. On the CPU, whose eager kernels keep more than CUDA's, it errs high:
-    60m at TF32, 10.9 GB against the 9.3 GB the H200 benchmark measured (outputs/bench/h200/eager-tf32-60m.json;
-    tests/test_notebook_workers.py). A rule whose memory grows faster than linearly in depth (the cross-depth
-    rules) is underestimated at depth.
+    extended linearly in blocks and sequences. On the CPU, whose eager kernels keep more than CUDA's, it errs high
+    against the H200 benchmark's measured peaks (outputs/bench/h200/eager-*.json): 60m at TF32 by 15 %, 1b at TF32
+    by 15 % and at bf16 by 25 % (tests/test_notebook_workers.py checks 60m). A rule whose memory grows faster than
+    linearly in depth (the cross-depth rules) is underestimated at depth.
     """
     key = (repr(run.model), run.train.precision, str(device))
     if key not in _MEASURED:
         _MEASURED[key] = _measured_step_memory(run, device)
     return _MEASURED[key]
+
+
+def step_bytes(run: RunConfig, memory: tuple[int, int], sequences: int, accumulates: bool) -> int:
+    """The peak of a step of ``sequences`` per forward pass, from ``step_memory``'s ``memory``: with the gradients
+    beside the activations where the step ``accumulates`` micro-batches (or buckets them for DDP), and never less
+    than the optimizer step's weights, moments and gradients."""
+    fixed, per_seq = memory
+    params = count_params(run.model)
+    return max(fixed + sequences * per_seq + (GRAD_BYTES * params if accumulates else 0),
+               (HELD_BYTES + GRAD_BYTES) * params)
 
 
 def _measured_step_memory(run: RunConfig, device: torch.device) -> tuple[int, int]:
@@ -109,30 +122,33 @@ def _measured_step_memory(run: RunConfig, device: torch.device) -> tuple[int, in
     per_seq = [(big - small) / base for small, big in (one, two)]
     fixed = [small - base * rate for (small, _), rate in zip((one, two), per_seq)]
     at_depth = lambda pair: max(pair[0] + (run.model.n_layers - 1) * (pair[1] - pair[0]), 0)  # noqa: E731
-    return int(STATE_BYTES * count_params(run.model) + at_depth(fixed)), int(at_depth(per_seq))
+    return int(HELD_BYTES * count_params(run.model) + at_depth(fixed)), int(at_depth(per_seq))
 
 
 def fit_sentence(run: RunConfig, overrides: dict, capacity: int, device_name: str, gpus: int,
                  measured_on: torch.device = torch.device("cpu")) -> str | None:
     """None when ``run`` fits ``capacity`` bytes; else one sentence: what it needs, and the ``torchrun`` line (with
-    ``overrides`` as flags) of the fewest GPUs whose share of the batch fits (DDP keeps a whole model on each) or
+    ``overrides`` as flags) of the fewest GPUs whose share of the batch fits (DDP keeps a whole model on each) and
     the micro-batch that fits on one, or the device it needs."""
-    fixed, per_seq = step_memory(run, measured_on)
-    micro = run.train.micro_batch_size or run.train.batch_size
-    if fixed + micro * per_seq <= capacity:
+    memory = step_memory(run, measured_on)
+    batch = run.train.batch_size
+    micro = run.train.micro_batch_size or batch
+    need = step_bytes(run, memory, micro, micro < batch)
+    if need <= capacity:
         return None
     gib = lambda n: f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"  # noqa: E731
     said = (f"{run.size}/{run.variant} does not fit one {device_name} ({gib(capacity)}): a training step needs about "
-            f"{gib(fixed + micro * per_seq)} at {micro} sequences per forward pass (rrlib.speed.workers.step_memory)")
-    batch = run.train.batch_size
-    share = next((n for n in range(2, batch + 1) if batch % n == 0 and fixed + batch // n * per_seq <= capacity), None)
+            f"{gib(need)} at {micro} sequences per forward pass (rrlib.speed.workers.step_memory)")
+    divisors = [n for n in range(2, batch + 1) if batch % n == 0]
+    share = next((n for n in divisors if step_bytes(run, memory, batch // n, True) <= capacity), None)
     if share is None:
-        return (f"{said}, and even one sequence per GPU needs {gib(fixed + per_seq)} (its weights, gradients and AdamW "
-                f"state, which every GPU of a DDP run holds whole, take {gib(STATE_BYTES * count_params(run.model))})"
-                f"; train it on a device with more memory")
+        return (f"{said}, and even one sequence per GPU needs {gib(step_bytes(run, memory, 1, True))} (its weights, "
+                f"gradients and AdamW state, which every GPU of a DDP run holds whole, take "
+                f"{gib((HELD_BYTES + GRAD_BYTES) * count_params(run.model))}); train it on a device with more memory")
     line = shlex.join(["torchrun", "--nproc-per-node", str(share), "-m", "rrlib", "train", "--size", run.size,
-                     "--variant", run.variant, "--seed", str(run.seed), *setting_flags(overrides)])
+                       "--variant", run.variant, "--seed", str(run.seed), *setting_flags(overrides)])
     host = "" if share <= gpus else f" (this host has {gpus}: run it where {share} are)"
+    # the same share of the batch per forward pass fits one GPU as micro-batches, its gradients held between them
     return (f"{said}; train it on {share} GPUs{host}, each with {batch // share} of its {batch} sequences: {line} "
             f"(or on one, slower, with -y '{{settings: {{train: {{micro_batch_size: {batch // share}}}}}}}')")
 
