@@ -61,8 +61,10 @@ if "google.colab" in sys.modules:
 # %% tags=["parameters"]
 out_root = "outputs/runs"  # the committed run folders (the depth ablation's and the family's results)
 paper_csv = "outputs/reference/scaling_v8.csv"  # the paper's 42 runs (the committed copy)
-family_size = "family"  # the family page's size, whose table (05_<size>_summary) and runs the ledger reads
-wide_size = "family_mini"  # the family at mini's width, read where its table exists
+family_size = "family"  # the family page's size, whose summary and runs the ledger reads
+wide_size = "family_mini"  # the family at mini's width, read where its runs exist
+gate_size, gate_windows = "mini", 16  # page 01's trained Review run and the held-out windows its gate is read on
+local_out_root = "build/runs"  # where page 01's run is trained again when out_root keeps no weights
 claims_size = "family"  # the size of this page's own runs
 claims_variants = None  # the methods probed; None means the family's (the preset of claims_size)
 claims_root = None  # the family retrained with its weights, and Review's gate halves; None: <out_root>/../claims
@@ -79,8 +81,6 @@ margin = 0.02  # nats: the equivalence margin of the conversion's TOST, the reci
 figures_dir = None  # the report's figure folder; None shows figures without writing them
 
 # %%
-from pathlib import Path
-
 import pandas as pd
 from IPython.display import HTML, display
 
@@ -90,9 +90,8 @@ from rrlib.runs.arguments import seed_list
 from rrlib.studies import looped_reach_study
 
 plots.use_style()
-tables_dir = Path(figures_dir).parent / "tables" if figures_dir else Path("paper/tables")
 inputs = claims_ledger.inputs_from({**globals(), "seeds": seed_list(seeds), "depth_seeds": seed_list(depth_seeds),
-                                    "convert_seeds": seed_list(convert_seeds), "tables": str(tables_dir)})
+                                    "convert_seeds": seed_list(convert_seeds)})
 if train_missing:  # this page's own runs, where missing (the quick build's seconds-long ones)
     claims_ledger.train(inputs)
 built = claims_ledger.build(inputs)

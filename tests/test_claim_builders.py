@@ -10,11 +10,11 @@ CLAIMS = records.by_id()
 
 
 def test_the_gate_is_neutral_only_when_it_starts_at_one_half_and_spreads_in_every_sublayer():
-    spread = pd.DataFrame({"sd r": [0.09, 0.06, 0.07]})
+    spread = pd.DataFrame({"r_sd": [0.09, 0.06, 0.07]})
     made = gate.neutral_row(CLAIMS["review-gate-neutral"], 0.0, spread, "family", "e")
     assert made["verdict"] == "supported" and made["effect"] == 0.06
     assert gate.neutral_row(CLAIMS["review-gate-neutral"], 1e-7, spread, "family", "e")["verdict"] == "contradicted"
-    flat = spread.assign(**{"sd r": [0.09, 0.04, 0.07]})
+    flat = spread.assign(**{"r_sd": [0.09, 0.04, 0.07]})
     assert gate.neutral_row(CLAIMS["review-gate-neutral"], 0.0, flat, "family", "e")["verdict"] == "contradicted"
 
 

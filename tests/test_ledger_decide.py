@@ -33,5 +33,7 @@ def test_a_tie_keeps_the_first_and_one_design_is_returned_as_it_was():
     first, second = design("powered", "supported", 0.01, 0.005), design("board", "supported", 0.01, 0.005)
     assert ledger.decide([first, second])["test"].startswith("powered; also registered: board")
     assert ledger.decide([first]) == first
+    rounded_down = design("board", "inconclusive", 0.01, 0.005 * (1 - 1e-12))  # the same runs, another rounding
+    assert ledger.decide([first, rounded_down])["test"].startswith("powered")
     with pytest.raises(ValueError, match="at least one"):
         ledger.decide([])

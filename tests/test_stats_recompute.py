@@ -129,7 +129,9 @@ def test_the_ledger_rows_on_the_papers_runs_and_the_depth_series_recompute(commi
     from rrlib.claims.rows import link
 
     claims, alpha = records.by_id(), 0.05
-    runs = pd.read_csv(ROOT / "paper/tables/02_runs.csv")  # page 02's run table: one row per run
+    from rrlib.results import depth as depth_results
+
+    runs = depth_results.depth_runs(out_root=str(ROOT / "outputs/runs"))  # the depth ablation: one row per run
     depth = review.depth_rows(claims, runs, (link("02_depth_stability", "02_runs", "02_final_loss"),
                                              link("02_depth_stability", "02_final_loss")), alpha)
     same_rows(depth, committed_ledger, ["review-convex-stalls", "review-additive-trains"])

@@ -1,5 +1,5 @@
 """Rows for the family's claims that a paired comparison of runs answers: a method's gain over the standard residual
-at the family page's size (its Holm p from page 05's table, its interval from the runs), Block AttnRes keeping
+at the family page's size (its Holm p from the family's summary, rrlib.results.family, its interval from the runs), Block AttnRes keeping
 AttnRes's gain, a method beating every one of several baselines (the largest p decides), and one comparison read
 off page 05's powered design (``powered``) or the runs."""
 from __future__ import annotations
@@ -39,13 +39,13 @@ def gain_over_standard(claim, variant: str, summary: pd.DataFrame, runs: pd.Data
     also = ""
     if wide is not None and variant in set(wide["variant"]):
         w = wide.set_index("variant").loc[variant]
-        also = f"; at {wide_size} {w['gap vs standard']:+.4f}, Holm p {w['p (Holm)']:.2g}"
+        also = f"; at {wide_size} {w['gap']:+.4f}, Holm p {w['p_holm']:.2g}"
     return row(claim,
-               f"standard − {variant} at {size}, fixed_loss, Holm over the family: Holm p {r['p (Holm)']:.2g}" + also,
-               ledger.judge("directional", r["gap vs standard"], r["p (Holm)"], alpha=alpha), evidence,
-               r["gap vs standard"], *interval(runs, variant, alpha), r["p (Holm)"],
+               f"standard − {variant} at {size}, fixed_loss, Holm over the family: Holm p {r['p_holm']:.2g}" + also,
+               ledger.judge("directional", r["gap"], r["p_holm"], alpha=alpha), evidence,
+               r["gap"], *interval(runs, variant, alpha), r["p_holm"],
                f"Holm over the family's {len(summary) - 1} comparisons with standard (page 05)",
-               detectable=r["detectable gap"])
+               detectable=r["detectable"])
 
 
 def block_keeps_gain(claim, summary: pd.DataFrame, runs: pd.DataFrame, size: str, evidence: str,
@@ -56,16 +56,16 @@ def block_keeps_gain(claim, summary: pd.DataFrame, runs: pd.DataFrame, size: str
         return missing(claim, f"05_{size}_summary")
     by = summary.set_index("variant")
     full, block = by.loc["attnres"], by.loc["attnres_block"]
-    speed = (f"; speed vs standard (bench) {full['tokens/s vs standard']:.2f} full, "
-             f"{block['tokens/s vs standard']:.2f} block" if np.isfinite(full["tokens/s vs standard"]) else "")
+    speed = (f"; speed vs standard (bench) {full['tokens_per_s_vs_standard']:.2f} full, "
+             f"{block['tokens_per_s_vs_standard']:.2f} block" if np.isfinite(full["tokens_per_s_vs_standard"]) else "")
     return row(claim,
                f"AttnRes's own gain over standard at {size} (standard − attnres, Holm over the family): "
-               f"{full['gap vs standard']:+.4f}, Holm p {full['p (Holm)']:.2g}; "
-               f"Block's {block['gap vs standard']:+.4f}" + speed,
-               ledger.judge("directional", full["gap vs standard"], full["p (Holm)"], alpha=alpha), evidence,
-               full["gap vs standard"], *interval(runs, "attnres", alpha), full["p (Holm)"],
+               f"{full['gap']:+.4f}, Holm p {full['p_holm']:.2g}; "
+               f"Block's {block['gap']:+.4f}" + speed,
+               ledger.judge("directional", full["gap"], full["p_holm"], alpha=alpha), evidence,
+               full["gap"], *interval(runs, "attnres", alpha), full["p_holm"],
                f"Holm over the family's {len(summary) - 1} comparisons with standard (page 05)",
-               detectable=full["detectable gap"])
+               detectable=full["detectable"])
 
 
 def beats_all(claim, tests: pd.DataFrame, variant: str, where: str, evidence: str, alpha: float = 0.05) -> dict:

@@ -37,8 +37,9 @@ def init_deviation(size: str, seed: int, windows: int) -> float:
 
 def neutral_row(claim, deviation: float, per_sublayer: pd.DataFrame, size: str, evidence: str) -> dict:
     """Supported when r is exactly 0.5 at init and the trained gate's SD over tokens and channels is at least
-    ``SPREAD`` in every sublayer (``per_sublayer``: page 01's table, one seed); the effect is the smallest SD."""
-    spread = per_sublayer["sd r"].min()
+    ``SPREAD`` in every sublayer (``per_sublayer``: rrlib.results.mechanism.gates_per_sublayer, one seed); the
+    effect is the smallest SD."""
+    spread = per_sublayer["r_sd"].min()
     return row(claim,
                f"at init max |r − 0.5| = {deviation:.1g} ({size}); trained (page 01, one seed): the smallest "
                f"per-sublayer SD of r over tokens and channels, against {SPREAD:g}",

@@ -3,10 +3,9 @@ records.yaml), each judged by the one verdict rule (``rrlib.stats.ledger.judge``
 tables and probe readings the rows were made from, which page 07 shows beside it.
 
 Each row is made by its study's reader (``review``, ``gate``, ``mechanisms``, ``family``, ``conversion``,
-``looped``, ``reach_rows``; ``rows`` for a record alone), in the order of the page's sections. What the defaults
-read: the committed runs under ``outputs/`` and the paper's run table; ``Inputs`` names other folders (a quick build's,
-a user's). The other pages' results are read through ``tables`` (their full tables, until each page's result is read
-from the library's results).
+``looped``, ``reach_rows``; ``rows`` for a record alone), in the order of the page's sections, from the results the
+other pages show (``rrlib.results``), never from a page's table. What the defaults read: the committed runs under
+``outputs/`` and the paper's run table; ``Inputs`` names other folders (a quick build's, a user's).
 """
 from __future__ import annotations
 
@@ -20,8 +19,9 @@ from rrlib import stats
 from rrlib.runs.config import project_path
 from rrlib.runs.presets import load_preset
 from rrlib.stats import ledger as verdicts
-from rrlib.results import power, statistics
-from rrlib.studies import claims_study, looped_reach_study, looped_study, power_study
+from rrlib.results import depth, family as family_results, looped as looped_results, looped_power, mechanism, power
+from rrlib.results import size_tokens, statistics
+from rrlib.studies import claims_study, looped_reach_study, power_study
 from rrlib.studies.registry import POWER_DESIGNS
 
 from . import board, conversion, family as family_rows, gate, looped, mechanisms, reach_rows, records, review
@@ -38,6 +38,10 @@ PAGE_04_DESIGNS = {table: (size, rule, sorted(baselines, key=("highway", "standa
                    for table, (size, rule, baselines, seeds, _) in
                    (("04_power_tests", POWER_DESIGNS["review_power_micro"]),
                     ("04_power_tests_mini", POWER_DESIGNS["review_power_mini"]))}
+# page 05's powered design: both of its questions in one table, each with its own Holm (the registry's two designs)
+PAGE_05_DESIGN = ("family_power", {POWER_DESIGNS[name][1]: list(POWER_DESIGNS[name][2])
+                                   for name in ("family_power_delta", "family_power_mgr")},
+                  POWER_DESIGNS["family_power_delta"][3])
 
 
 @dataclass(frozen=True)
@@ -59,7 +63,9 @@ class Inputs:
     seeds: tuple = (0, 1, 2)
     alpha: float = 0.05
     margin: float = 0.02  # nats: the conversion's TOST margin, the recipe ablation's (page 04)
-    tables: str = "paper/tables"  # the other pages' full tables
+    gate_size: str = "mini"  # page 01's trained Review run, whose gate the neutral-start claim reads
+    gate_windows: int = 16  # held-out windows page 01 reads the gate on
+    local_out_root: str = "build/runs"  # where page 01's run is trained again when its folder keeps no weights
 
     def root(self, name: str) -> str:
         given = getattr(self, f"{name}_root")
@@ -95,15 +101,11 @@ def build(inputs: Inputs = Inputs()) -> Ledger:
     p = inputs
     alpha = p.alpha
     claims = records.by_id()
-    tables_dir = project_path(p.tables)
     claims_root, convert_root, gated_root = p.root("claims"), p.root("convert"), p.root("convert_gated")
     family = list(p.claims_variants or load_preset(p.claims_size).variants)
     seeds, depth_seeds, convert_seeds = list(p.seeds), list(p.depth_seeds), list(p.convert_seeds)
     depth_sizes = list(p.depth_sizes)
     out = Ledger(table=pd.DataFrame())
-
-    def page_table(name):
-        return sources.page_table(tables_dir, name)
 
     rate = sources.cpu_rate(p.out_root, p.family_size)  # the FLOP rate of the committed CPU runs
 
@@ -128,16 +130,21 @@ def build(inputs: Inputs = Inputs()) -> Ledger:
     power_items = [name for name, table in power_designs.items() if table is not None]
     power_tests = power_study.pooled(power_designs.values())
     family_runs = sources.finished(p.out_root, p.family_size, seeds)
-    summary = page_table(f"05_{p.family_size}_summary")
-    family_power_tests = page_table("05_power_tests")
+    # page 05's family at its own seeds (the preset's), and its powered design, once all its runs have finished
+    summary = family_results.family_summary(p.family_size, seeds=load_preset(p.family_size).seeds,
+                                            out_root=p.out_root).reset_index()
+    wide = family_results.family_summary(p.wide_size, out_root=p.out_root).reset_index() \
+        if (project_path(p.out_root) / p.wide_size).is_dir() else None
+    family_power_tests = power.design_tests(power_root, *PAGE_05_DESIGN, alpha=alpha)
 
     # Review (a): depth
-    rows += review.depth_rows(claims, page_table("02_runs"), (link("02_depth_stability", "02_runs", "02_final_loss"),
-                                                              link("02_depth_stability", "02_final_loss")), alpha)
+    rows += review.depth_rows(claims, depth.depth_runs(out_root=p.out_root),
+                              (link("02_depth_stability", "02_runs", "02_final_loss"),
+                               link("02_depth_stability", "02_final_loss")), alpha)
     # (b): the gate starts neutral and learns
-    per_sublayer = page_table("01_gates_per_sublayer")
-    rows.append(claim_rows.missing(claims["review-gate-neutral"], "01_gates_per_sublayer") if per_sublayer is None
-                else gate.neutral_row(claims["review-gate-neutral"],
+    per_sublayer = mechanism.gates_per_sublayer(p.gate_size, seed=0, n_windows=p.gate_windows, out_root=p.out_root,
+                                                local_out_root=p.local_out_root)
+    rows.append(gate.neutral_row(claims["review-gate-neutral"],
                                       gate.init_deviation(p.claims_size, seeds[0], claims_study.PROBE_WINDOWS),
                                       per_sublayer, p.claims_size, link("01_mechanism", "01_gates_per_sublayer")))
     # (c): which half of the gate matters, against the committed runs a retrained one reproduces
@@ -163,7 +170,7 @@ def build(inputs: Inputs = Inputs()) -> Ledger:
     rows.append(beyond_reach("review-gain-590m-harness", link("04_statistics")))
     trend = statistics.trend("paper", **where)
     rows.append(review.trend_row(claims, trend, link("04_statistics", "04_paper_trend"), alpha))
-    rows.append(review.size_row(claims, page_table("06_gap_factors"), review.paper_slope(trend),
+    rows.append(review.size_row(claims, size_tokens.gap_factors(out_root=p.out_root), review.paper_slope(trend),
                                 link("06_size_vs_tokens", "06_gap_factors"), alpha))
     # (g): what the gate costs in parameters
     out.shares = gate.share_table()
@@ -192,7 +199,7 @@ def build(inputs: Inputs = Inputs()) -> Ledger:
         """A claim that ``variant`` beats the standard residual at the family page's size."""
         return family_rows.gain_over_standard(claims[cid], variant, summary, family_runs, p.family_size,
                                               link("05_related_methods", f"05_{p.family_size}_summary"),
-                                              page_table(f"05_{p.wide_size}_summary"), p.wide_size, alpha)
+                                              wide, p.wide_size, alpha)
 
     # Attention Residuals
     rows += [growth_row("attnres-growth", "attnres", "endpoint"),
@@ -242,10 +249,10 @@ def build(inputs: Inputs = Inputs()) -> Ledger:
                                  or family_gain_row("mgr-gain", "mgr"), board.gain_row(claims["mgr-gain"], "mgr")]))
     rows.append(beyond_reach("mgr-large-scale"))
     # the powered looped design reads alone once page 05 has all its runs; until then the 200-step study does
-    looped_tables = looped_study.ledger_tables(tables_dir)
-    rows += looped.ledger_rows(claims, *(page_table(f"{looped_tables}_{part}")
-                                         for part in ("trainability", "transfer", "optima")),
-                               looped_tables == "05_looped_power",
+    powered = looped_power.reading()
+    reading, looped_tables = (powered, "05_looped_power") if powered is not None else (looped_results.reading(),
+                                                                                       "05_looped")
+    rows += looped.ledger_rows(claims, reading.trainability, reading.transfer, reading.optima, powered is not None,
                                link("05_related_methods", f"{looped_tables}_transfer",
                                     f"{looped_tables}_trainability"), alpha)
     rows += [reach_rows.unique_layers_row(claims["looped-depends-on-l"], reach_link, alpha),

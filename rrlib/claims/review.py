@@ -24,7 +24,7 @@ def depth_rows(claims: dict, depth_runs: pd.DataFrame | None, evidence: tuple[st
                alpha: float = 0.05) -> list[dict]:
     """(a): the convex form at the deepest depth against the additive (paired by seed, Holm over the depths), and
     the additive form's loss at the shallowest depth minus the deepest (Welch: different models). Untested while
-    page 02's table (``depth_runs``) is None."""
+    the depth ablation's runs (``depth_runs``: rrlib.results.depth.depth_runs) are None."""
     if depth_runs is None:
         return [missing(claims[c], "02_runs") for c in DEPTH_CLAIMS]
     depth_runs = depth_runs.assign(size=depth_runs["n_layers"].map(lambda n: f"{n:02d} blocks"))

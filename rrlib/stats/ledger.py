@@ -71,6 +71,7 @@ COLUMNS = ["paper", "claim", "test", "correction", "effect", "ci_low", "ci_high"
 NO_CORRECTION = "none: every part must hold (the largest p)"
 OWN_RUNS = "the paper's own runs"  # a record's scope where the paper's effect is the tested data's own estimate
 NO_POWER = "the paper's own runs: its effect is this data's estimate, so no power statement"
+TIE = 1e-9  # detectable gaps this close (relative) are one design's gap computed twice: the first listed decides
 
 
 def judge(kind: str, effect: float = np.nan, p: float = np.nan, p_margin: float = np.nan,
@@ -191,7 +192,8 @@ def row(paper: str, claim: str, test: str, verdict: str, evidence: str, effect=n
 
 def decide(candidates: list[dict]) -> dict:
     """The row of the design that decides a claim several registered designs answer: the smallest finite detectable
-    gap among the rows with a verdict (not untested, not out of reach), the first in ``candidates`` on a tie; where
+    gap among the rows with a verdict (not untested, not out of reach), the first in ``candidates`` on a tie (equal
+    within a relative ``TIE``, as two designs reading the same runs are); where
     none has both, the first with a verdict, else the first. The others are named in its test, each with its
     effect, interval and verdict, after "also registered"."""
     if not candidates:
@@ -202,7 +204,11 @@ def decide(candidates: list[dict]) -> dict:
 
     sized = [k for k, r in enumerate(candidates) if judged(r) and np.isfinite(r["detectable"])]
     with_verdict = [k for k, r in enumerate(candidates) if judged(r)]
-    k = min(sized, key=lambda j: candidates[j]["detectable"]) if sized else (with_verdict or [0])[0]
+    if sized:  # designs on the same runs detect the same gap but for rounding: within TIE, the first decides
+        least = min(candidates[j]["detectable"] for j in sized)
+        k = next(j for j in sized if candidates[j]["detectable"] <= least * (1 + TIE))
+    else:
+        k = (with_verdict or [0])[0]
     chosen, others = dict(candidates[k]), [r for j, r in enumerate(candidates) if j != k]
     if others:
         chosen["test"] += "; also registered: " + "; ".join(_beside(r) for r in others)
