@@ -77,7 +77,7 @@ import matplotlib.pyplot as plt
 import seaborn as sns
 
 from rrlib import RULES
-from rrlib.report import plots, tables
+from rrlib.views import plots, tables
 from rrlib.results import mechanism
 
 plots.use_style()

@@ -77,7 +77,7 @@ import matplotlib.pyplot as plt
 import seaborn as sns
 
 from rrlib import load_preset
-from rrlib.report import plots, tables
+from rrlib.views import plots, tables
 from rrlib.results import depth
 from rrlib.runs import loading
 from rrlib.runs.arguments import seed_list, variant_list

@@ -80,7 +80,7 @@ import pandas as pd
 import seaborn as sns
 
 from rrlib import count_params, load_preset, resolve_run
-from rrlib.report import plots, tables
+from rrlib.views import plots, tables
 from rrlib import stats
 from rrlib.runs import loading
 from rrlib.runs.arguments import loaded_rules, seed_list, variant_list

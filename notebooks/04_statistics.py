@@ -89,7 +89,7 @@ import matplotlib.pyplot as plt
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from rrlib.report import plots, power_tables, tables
+from rrlib.views import plots, power_tables, tables
 from rrlib.results import power, statistics
 from rrlib.runs.arguments import variant_list
 

@@ -99,7 +99,7 @@ import seaborn as sns
 from IPython.display import HTML
 
 from rrlib import load_preset
-from rrlib.report import plots, power_tables, tables
+from rrlib.views import plots, power_tables, tables
 from rrlib.results import family, looped, looped_power, power
 from rrlib.runs import loading
 from rrlib.runs.arguments import loaded_rules, seed_list, variant_list

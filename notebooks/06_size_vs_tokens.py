@@ -85,7 +85,7 @@ import numpy as np
 from IPython.display import display
 
 from rrlib import load_preset
-from rrlib.report import plots, tables
+from rrlib.views import plots, tables
 from rrlib.results import size_tokens
 from rrlib.runs.arguments import variant_list
 

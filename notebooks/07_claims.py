@@ -85,7 +85,7 @@ import pandas as pd
 from IPython.display import HTML, display
 
 from rrlib.claims import conversion, figures, gate, ledger as claims_ledger, mechanisms, page as claim_page, reach_rows
-from rrlib.report import plots, tables
+from rrlib.views import plots, tables
 from rrlib.runs.arguments import seed_list
 from rrlib.studies import looped_reach_study
 

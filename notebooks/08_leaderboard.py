@@ -71,7 +71,8 @@ figures_dir = None  # the report's figure folder; None shows figures without wri
 # %%
 from IPython.display import HTML, display
 
-from rrlib.report import leaderboard, plots, tables
+from rrlib.results import leaderboard
+from rrlib.views import leaderboard as board_view, plots, tables
 from rrlib.runs.config import project_path
 from rrlib.studies import leaderboard_study as study
 
@@ -93,8 +94,8 @@ board = leaderboard.leaderboard(plan, runs, leaderboard.model_counts(study.SIZE,
 # lower loss than standard), best first; the rules without a verdict yet follow in the order the study trains them.
 
 # %%
-tables.reader_table(leaderboard.shown(board), "08_leaderboard", figures_dir, index=False,
-                    formats=leaderboard.SHOWN_FORMATS, full=board.reset_index())
+tables.reader_table(board_view.shown(board), "08_leaderboard", figures_dir, index=False,
+                    formats=board_view.SHOWN_FORMATS, full=board.reset_index())
 
 # %%
 stage = board["stage"].value_counts()
@@ -111,7 +112,7 @@ display(HTML(
 
 # %%
 if stage.get("judged", 0):
-    plots.show_figure(leaderboard.gaps_figure(board, study.SIZE, board["margin"].dropna().iloc[0]),
+    plots.show_figure(board_view.gaps_figure(board, study.SIZE, board["margin"].dropna().iloc[0]),
                       "08_leaderboard_gaps", figures_dir)
 
 # %% [markdown]

@@ -3,7 +3,7 @@ the paper's run table, and gives the committed ledger (paper/tables/07_claims.cs
 from pathlib import Path
 
 from rrlib.claims import ledger, records
-from rrlib.report.tables import STORED_DIGITS, rounded
+from rrlib.views.tables import STORED_DIGITS, rounded
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -10,17 +10,16 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "rrlib"
 MAX_LINES = 450
 # Who may import whom: a module imports only modules of its own layer or a lower one. stats (the tests, the verdict
-# rule and compare's words) imports nothing of rrlib's, one floor below both compare and the report. The studies
-# (what the report's own runs train, size and measure) sit below the report, which shows them (report.power_tables,
-# report.leaderboard, report.index), beside speed and apart from it (both are measurements the report may show);
-# so what a study reads lives on its floor or below: reading a run folder back is runs' (runs.loading), measuring
-# a trained model is the studies' own (studies.probes, studies.gates). claims and compare share the floor above
-# the report and stay apart; the top is the package's public names, the command line and budget's old address.
-# results (each study's result read from its run folders) sits above what it reads and below what shows it.
-LAYERS = {"stats": 0, "rules": 0, "model": 1, "runs": 2, "studies": 3, "speed": 3, "results": 4, "report": 5,
-          "claims": 6, "compare": 6}
+# rule and compare's words) imports nothing of rrlib's. The studies (what the report's own runs train, size and
+# measure) sit beside speed and apart from it; what a study reads lives on its floor or below (reading a run folder
+# back is runs.loading's, measuring a trained model the studies' own). results reads each study's result from its run
+# folders; views (what pages and compare draw with) shows results; the claims and compare share the floor above
+# and stay apart; the report's build (papermill, nbconvert, the index, the README's blocks) renders the claims, at
+# the top but for the package's public names, the command line and budget's address.
+LAYERS = {"stats": 0, "rules": 0, "model": 1, "runs": 2, "studies": 3, "speed": 3, "results": 4, "views": 5,
+          "claims": 6, "compare": 6, "report": 7}
 APART = (0, 3, 6)  # the layers whose packages stay apart
-TOP = 7
+TOP = 8
 
 
 def module_files() -> dict[str, Path]:

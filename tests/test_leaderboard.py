@@ -1,4 +1,4 @@
-"""The leaderboard page's rows (rrlib.report.leaderboard): columns and order, the stage each rule stands at, the
+"""The leaderboard page's rows (rrlib.results.leaderboard): columns and order, the stage each rule stands at, the
 statistics equal to the compare engine's, the board's verdict file when it judges the board, and the counts."""
 import json
 import re
@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rrlib.report import leaderboard
+from rrlib.results import leaderboard
+from rrlib.views import leaderboard as board_view
 from rrlib.stats.verdict import compare_pairs
 from rrlib.runs.config import ConfigError
 
@@ -53,7 +54,7 @@ def test_rows_are_sorted_by_gap_then_the_unjudged_in_the_studys_order(board):
     _, _, rows = board
     assert list(rows.index) == ["better", "standard", "worse", "partial", "unrun", "costly"]
     assert list(rows["stage"]) == ["judged", "baseline", "judged", "in progress", "planned", "beyond the budget"]
-    shown = leaderboard.shown(rows)
+    shown = board_view.shown(rows)
     assert list(shown.columns) == ["rule", "paper", "gap (nats) [95 % CI]", "verdict", "Holm p", "detectable (nats)",
                                    "params", "FLOPs/token (M)", "step/FLOP vs standard", "stands at"]
     assert list(shown["rule"]) == list(rows.index)
@@ -79,7 +80,7 @@ def test_a_rule_without_every_seed_has_no_verdict_and_one_without_runs_says_so_w
     assert np.isnan(unrun["gap"]) and unrun["stands_at"] == f"no runs yet; {SEEDS} seeds planned, 0.2 CPU-h"
     assert (unrun["planned_seeds"], unrun["runs_to_train"]) == (SEEDS, SEEDS)
     assert costly["stands_at"] == f"no runs yet; beyond the budget ({SEEDS} seeds: 0.2 CPU-h)"
-    shown = leaderboard.shown(rows).set_index("rule")
+    shown = board_view.shown(rows).set_index("rule")
     assert pd.isna(shown.loc["unrun", "gap (nats) [95 % CI]"]) and pd.isna(shown.loc["unrun", "Holm p"])
     # counted from the model and timed by the benchmark, so a planned row has its costs too
     assert (unrun["params"], unrun["flops_per_token"], unrun["step_per_flop_vs_standard"]) == (1020, 5.2e6, 1.35)
@@ -215,4 +216,4 @@ def test_a_rule_that_diverged_on_a_seed_is_judged_diverged_with_no_test():
     assert list(rows.index) == ["better", "standard", "unstable", "unrun"]  # judged, but no gap: after the gaps
     assert (rows.loc["unstable", "stage"], rows.loc["unstable", "verdict"]) == ("judged", "diverged")
     assert np.isnan(rows.loc["unstable", "p_holm"]) and rows.loc["better", "verdict"] == "better"
-    assert pd.isna(leaderboard.shown(rows).set_index("rule").loc["unstable", "gap (nats) [95 % CI]"])
+    assert pd.isna(board_view.shown(rows).set_index("rule").loc["unstable", "gap (nats) [95 % CI]"])

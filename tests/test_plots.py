@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rrlib.report import plots, tables
+from rrlib.views import plots, tables
 from rrlib.rules import RULES
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rrlib.report import power_tables
+from rrlib.views import power_tables
 from rrlib.studies import power_study
 from rrlib.stats import verdict
 from rrlib.stats import detectable_gap

@@ -33,7 +33,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import plotly.graph_objects as go
 
-from rrlib.report import plots, tables
+from rrlib.views import plots, tables
 
 plots.use_style()
 print("[sweep 1/1] tiny/review/seed0: done already", file=sys.stderr)  # progress: not for the page
@@ -220,7 +220,7 @@ def test_index_links_the_smoke_test_size_s_page_built_or_not_and_shows_none_of_i
 def test_index_lists_pages_under_their_own_numbers_and_captions_figures_by_their_titles(tmp_path):
     import matplotlib.pyplot as plt
 
-    from rrlib.report import plots
+    from rrlib.views import plots
     from rrlib.report.index import write_index
 
     (tmp_path / "figures").mkdir()

@@ -13,7 +13,7 @@ import torch
 from scipy import stats as scipy_stats
 
 from rrlib.model import GPT
-from rrlib.report import tables
+from rrlib.views import tables
 from rrlib.results import depth, mechanism, size_tokens
 from rrlib.runs import loading
 from rrlib.runs.presets import resolve_run
@@ -27,7 +27,7 @@ VARIANT_COLUMNS = set(depth.VARIANTS) | set(size_tokens.VARIANTS)  # a table's c
 
 
 def as_stored(table: pd.DataFrame, digits: int = tables.STORED_DIGITS, index: bool = True) -> str:
-    """``table`` as a page writes it (rrlib.report.tables: rounded, then CSV)."""
+    """``table`` as a page writes it (rrlib.views.tables: rounded, then CSV)."""
     return tables.rounded(table, digits).to_csv(index=index)
 
 

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from scipy import stats as scipy_stats
 
-from rrlib.report import tables
+from rrlib.views import tables
 from rrlib.results import power, statistics
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,7 +29,7 @@ def committed(name: str, **kwargs) -> pd.DataFrame:
 
 
 def as_stored(result: pd.DataFrame, index: bool = False) -> str:
-    """``result`` as the page writes it (rrlib.report.tables: ten significant digits)."""
+    """``result`` as the page writes it (rrlib.views.tables: ten significant digits)."""
     return tables.rounded(result, tables.STORED_DIGITS).to_csv(index=index)
 
 

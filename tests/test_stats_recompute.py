@@ -7,7 +7,7 @@ Precision. A verdict file's CSV holds every float to its last bit, and agrees to
 recompute it in another order (scipy's one-sample t and its interval where the earlier code wrote the formula out;
 statsmodels' TOST, whose standard error is the ddof-0 SD over √(n − 1)), which moves the last one or two bits.
 ``verdict.json`` rounds its floats to 10 decimals (pandas' ``to_json``) and the pages' tables to 10 significant
-digits (rrlib.report.tables.STORED_DIGITS): they agree at those printed digits.
+digits (rrlib.views.tables.STORED_DIGITS): they agree at those printed digits.
 """
 import html
 import json

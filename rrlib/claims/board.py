@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from rrlib.report.leaderboard import BOARD_VERDICT
+from rrlib.results.leaderboard import BOARD_VERDICT
 from rrlib.runs.config import project_path
 from rrlib.stats import ledger
 from rrlib.studies import leaderboard_study as board

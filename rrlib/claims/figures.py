@@ -1,14 +1,14 @@
 """Page 07's figures of its probes: what each sublayer reads over depth, how sharply the depth-attention rules
 route, and what training did to the scales over depth against standard's; and of its depth studies, how far below
 the unigram level each deep model ends and LayerScale's gap over depth. Each returns a matplotlib figure for
-``rrlib.report.plots.show_figure``."""
+``rrlib.views.plots.show_figure``."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from rrlib.report import plots
+from rrlib.views import plots
 from rrlib.runs.presets import load_preset
 
 from .mechanisms import learned_growth

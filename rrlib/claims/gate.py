@@ -2,7 +2,7 @@
 and page 01's trained one), which half of its input matters (the gate halves of page 07's own runs against the
 family's committed Review, Highway and standard), and what it costs in parameters (counted by the model code at
 the paper's five configurations). Each builder returns a ledger row; the tables they read come with their view
-(the columns, formats and reader's names ``rrlib.report.tables.reader_table`` shows)."""
+(the columns, formats and reader's names ``rrlib.views.tables.reader_table`` shows)."""
 from __future__ import annotations
 
 import dataclasses

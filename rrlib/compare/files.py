@@ -61,7 +61,7 @@ def losses_figure(table: pd.DataFrame, rules: list[str], seeds, metric: str, siz
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..report.plots import color, figure_png, use_style
+    from ..views.plots import color, figure_png, use_style
 
     use_style()
     fig, ax = plt.subplots(figsize=(1.6 + 1.4 * len(rules), 4))

@@ -1,4 +1,5 @@
-"""The report: executing and rendering the notebooks, and what they draw on (figures, reader tables, the
-studies' results as a page shows them). May import rrlib.studies, rrlib.runs, rrlib.stats, rrlib.model and
-rrlib.rules.
+"""The report's build, at the top: executing the notebooks (papermill), rendering them (nbconvert), the index and
+its abstract, the README's and docs' generated blocks, the Colab cell, and what each page was built from. It
+renders what the layers beneath compute (the claims' ledger, rrlib.results) and draw (rrlib.views), and may import
+every subpackage; none imports it but the command line.
 """

@@ -225,7 +225,7 @@ def _sections(out: Path) -> str:
 
 
 def png_title(path: Path) -> str | None:
-    """The title a figure of the report carries in its PNG (rrlib.report.plots.figure_png); None without one."""
+    """The title a figure of the report carries in its PNG (rrlib.views.plots.figure_png); None without one."""
     from PIL import Image, UnidentifiedImageError
 
     try:

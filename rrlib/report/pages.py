@@ -1,7 +1,7 @@
 """A page is built in a scratch folder and replaces the report's files only once it has succeeded.
 
 A page's notebook writes its figures into ``<scratch>/figures`` and its tables into ``<scratch>/tables`` (the
-notebooks write tables beside their figure folder, rrlib.report.tables). The scratch tables folder starts with a
+notebooks write tables beside their figure folder, rrlib.views.tables). The scratch tables folder starts with a
 copy of every other page's tables, which a summary page reads. When the notebook has run and the page has been
 rendered, ``publish`` moves what the page wrote into the report: every file written in full beside its place
 first, then each renamed over it, the page's own files that it no longer writes removed. A page that fails, while

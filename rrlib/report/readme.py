@@ -17,7 +17,7 @@ import pandas as pd
 
 from ..stats import ledger
 from .colab import badges
-from .tables import fmt_p as _p  # the pages' p-value format: two significant digits, – when missing
+from ..views.tables import fmt_p as _p  # the pages' p-value format: two significant digits, – when missing
 
 BLOCK = re.compile(r"(<!-- rrlib:(?P<name>[a-z0-9_]+) -->\n)(?P<body>.*?)(<!-- /rrlib:(?P=name) -->)", re.S)
 

@@ -14,7 +14,7 @@ from ..runs.config import PROJECT_ROOT
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 # nbconvert's lab template without its two fetched scripts: require.js (nothing here is an AMD module) and
 # MathJax (formulas are drawn at build time by math_as_svg); a figure's title becomes its image's alt text
-# (rrlib.report.plots.show_figure puts it in the output's metadata); printed text becomes paragraphs (as_text).
+# (rrlib.views.plots.show_figure puts it in the output's metadata); printed text becomes paragraphs (as_text).
 TEMPLATE = {"rrlib_report.html.j2": """{%- extends 'lab/index.html.j2' -%}
 {%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}
 {%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
@@ -121,7 +121,7 @@ def for_reading(notebook, name: str = "NN_topic"):
 def as_text(stream):
     """A cell's printing as HTML text, one paragraph per printed line (an indented line indented), so that a page's
     recaps and verdicts wrap between words like the rest of its prose rather than standing as preformatted
-    blocks. Notebooks print sentences only: a table is shown with ``rrlib.report.tables.reader_table``."""
+    blocks. Notebooks print sentences only: a table is shown with ``rrlib.views.tables.reader_table``."""
     import nbformat
 
     lines = [line for line in stream.text.splitlines() if line.strip()]

@@ -45,7 +45,7 @@ N_WINDOWS = 16
 SAMPLE = 20_000  # r values per sublayer in ``gate_sample``
 SCALES = (0.1, 1.0, 10.0)  # ‖u‖/‖h‖ of the probe: a 100-fold range
 N_COSINES = 41
-GATE_DIGITS = 5  # the significant digits a page stores per-token values in (rrlib.report.tables.SIGNIFICANT)
+GATE_DIGITS = 5  # the significant digits a page stores per-token values in (rrlib.views.tables.SIGNIFICANT)
 
 
 def _run_roots(size, seed=0, n_windows=N_WINDOWS, out_root=OUT_ROOT, local_out_root=LOCAL_OUT_ROOT, **_):

@@ -12,8 +12,8 @@ study as data, and its runs) and ``sizing`` (seeds from a pilot's spread). What 
 names probes uses); they sit here because the studies measure with them (claims_study writes the probes' readings
 into its run folders), and pages 01, 02 and 07 use them too.
 
-A study gives numbers; how a page shows them (reader tables, figures) is the report's: rrlib.report.power_tables,
-rrlib.report.leaderboard. May import rrlib.runs (reading a run folder back is runs.loading's), rrlib.model,
+A study gives numbers; how a page shows them (reader tables, figures) is the report's: rrlib.views.power_tables,
+rrlib.results.leaderboard. May import rrlib.runs (reading a run folder back is runs.loading's), rrlib.model,
 rrlib.rules and rrlib.stats; the report and the claims ledger, which show the studies, import them, never the other
 way round.
 """

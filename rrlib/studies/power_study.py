@@ -1,6 +1,6 @@
 """The powered CPU studies on the report's pages: a design's finished runs, its verdict through the compare engine,
 the regime it trained in and whether its held-out loss was still falling at the end (how a page shows them:
-rrlib.report.power_tables).
+rrlib.views.power_tables).
 
 A design (``rrlib compare --size S --variants A --against B,C --seeds N``, run in shards across sittings) is read
 only once every run of it has finished: a verdict at fewer seeds than the design fixed would be the optional

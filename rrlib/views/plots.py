@@ -3,7 +3,7 @@
 Every notebook draws through these so that a rule looks the same in every figure, a figure shows up in a
 rendered page whatever matplotlib backend the user's environment selects, and each figure carries its title
 as the image's alt text. Reading run folders lives in ``rrlib.runs.loading``, gate probes in
-``rrlib.studies.gates``, reader tables in ``rrlib.report.tables``.
+``rrlib.studies.gates``, reader tables in ``rrlib.views.tables``.
 """
 from __future__ import annotations
 
@@ -152,7 +152,7 @@ def show_plotly(fig) -> None:
 
     Rendered notebooks then work offline, and the figure survives nbconvert as ordinary HTML. The div id is
     numbered, not random, so that a rebuilt page is byte for byte the same, and every float in the figure (its
-    data and layout) is rounded by ``rrlib.report.tables.rounded``, so that another CPU's last digits stay out.
+    data and layout) is rounded by ``rrlib.views.tables.rounded``, so that another CPU's last digits stay out.
     """
     from IPython.display import HTML, display
 
