@@ -193,12 +193,12 @@ def test_two_cpu_workers_take_well_under_the_runs_summed_time(tmp_path, data):
     checkpoints, so the runs evaluate and save only at their end here: what the two workers split is then what the
     minutes count."""
     runs = tmp_path / "runs"
-    wall = papermill(tmp_path, ("size", "tiny"), ("steps", "300"), ("workers", "2"), ("device", "cpu"),
-                     ("out_root", str(runs)), settings="{train: {eval_every: 300, ckpt_every: 300, log_every: 50}}")
+    wall = papermill(tmp_path, ("size", "tiny"), ("steps", "1200"), ("workers", "2"), ("device", "cpu"),
+                     ("out_root", str(runs)), settings="{train: {eval_every: 1200, ckpt_every: 1200, log_every: 100}}")
     minutes = [json.loads(p.read_text())["minutes"] for p in runs.glob("tiny/*/seed*/result.json")]
     assert len(minutes) == 6
-    print(f"notebook 03, tiny at 300 steps, 2 workers: {wall:.0f} s wall against {60 * sum(minutes):.0f} s of runs")
-    assert wall < 0.8 * 60 * sum(minutes)
+    print(f"notebook 03, tiny at 1200 steps, 2 workers: {wall:.0f} s wall against {60 * sum(minutes):.0f} s of runs")
+    assert wall < 0.75 * 60 * sum(minutes)
 
 
 @pytest.mark.slow

@@ -119,6 +119,8 @@ def _measured_step_memory(run: RunConfig, device: torch.device) -> tuple[int, in
         return peak_tensor_bytes(forward)
 
     one, two = ((kept(b, base), kept(b, 2 * base)) for b in (1, 2))
+    if device.type == "cuda":
+        torch.cuda.empty_cache()  # give back what the measurement held: a worker trains on this GPU next
     per_seq = [(big - small) / base for small, big in (one, two)]
     fixed = [small - base * rate for (small, _), rate in zip((one, two), per_seq)]
     at_depth = lambda pair: max(pair[0] + (run.model.n_layers - 1) * (pair[1] - pair[0]), 0)  # noqa: E731
