@@ -73,13 +73,17 @@ def test_a_growth_row_reads_its_own_readings_columns_and_holds_only_at_every_dep
 def test_the_routing_row_holds_at_every_depth_and_shows_the_block_forms_beside_it():
     by_depth = pd.DataFrame({"depth": ["depth8", "depth16"], "attnres": [0.1, 0.1], "delta_attnres": [0.3, 0.2],
                              "uniform": [0.1, 0.05], "effect": [0.2, 0.1], "ci_low": [0.1, -0.01],
-                             "ci_high": [0.3, 0.21], "p": [0.01, 0.07], "mde": [0.1, 0.15], "n": [3, 3]})
+                             "ci_high": [0.3, 0.45], "p": [0.01, 0.07], "mde": [0.1, 0.15], "n": [3, 3]})
     block = {"n": 3, "attnres_block": 0.01, "delta_attnres_block": 0.02, "effect": 0.01, "ci_low": -0.01,
              "ci_high": 0.03, "p": 0.2}
     made = mechanisms.routing_row(CLAIMS["delta-routing"], by_depth, block, "family", 4, 3, "e")
     assert made["verdict"] == "inconclusive" and made["effect"] == 0.1 and made["detectable"] == 0.15
     assert made["paper_effect"] == CLAIMS["delta-routing"].stated_effect and "per block at family (4 blocks)" in \
         made["test"]
+    # the deciding depth's interval below the paper's 0.4: the paper's contrast is ruled out at this scale
+    below = mechanisms.routing_row(CLAIMS["delta-routing"], by_depth.assign(ci_high=[0.3, 0.21]), block, "family",
+                                   4, 3, "e")
+    assert below["verdict"] == "contradicted" and "ruled out at this scale" in below["test"]
     assert mechanisms.routing_row(CLAIMS["delta-routing"], mechanisms.routing_by_depth(pd.DataFrame(), ["depth8"]),
                                   {"n": 0}, "family", 4, 3, "e")["verdict"].startswith("untested: ")
     assert mechanisms.block_contrast(pd.DataFrame()) == {"n": 0}

@@ -28,7 +28,8 @@ def attach(rows: pd.DataFrame, claims) -> pd.DataFrame:
                       scope=[c.scope for c in found], words=[c.words for c in found],
                       where=[f"{c.source}, {c.where}" for c in found], registered=[c.registered for c in found],
                       follows=[c.follows for c in found],
-                      margin_sides=[c.margin_sides for c in found])
+                      margin_sides=[c.margin_sides for c in found],
+                      effect_scale=[(c.paper_effect or {}).get("scale", "") for c in found])
     family = (out["status"] == "registered") & out["verdict"].isin(TESTED) & np.isfinite(out["p"].astype(float))
     out["q_bh"] = np.nan
     out.loc[family, "q_bh"] = stats.benjamini_hochberg(out.loc[family, "p"].astype(float))

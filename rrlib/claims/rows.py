@@ -13,10 +13,25 @@ from . import reach
 from .records import Claim
 
 
-def row(claim: Claim, *args, **kwargs) -> dict:
+DIRECTIONAL = ("direction", "trend")  # the record kinds the directional rule judges
+
+
+def row(claim: Claim, test: str = "", verdict: str = "", *args, **kwargs) -> dict:
     """A ledger row of ``claim`` (its paper and label first; the rest as rrlib.stats.ledger.row takes them), which
-    states no power against the paper's effect where the record's scope is the paper's own runs."""
-    return ledger.row(claim.paper, claim.label, *args, own_runs=claim.scope == ledger.OWN_RUNS, **kwargs)
+    states no power against the paper's effect where the record's scope is the paper's own runs. A directional claim
+    on this harness's runs whose interval lies below the effect its paper states, on the row's scale, is
+    contradicted at this scale (rrlib.stats.ledger.at_this_scale); the test says so."""
+    own = claim.scope == ledger.OWN_RUNS
+    names = ("evidence", "effect", "ci_low", "ci_high")
+    given = dict(zip(names, args)) | {k: v for k, v in kwargs.items() if k in names}
+    on_scale = not claim.paper_effect or claim.paper_effect.get("scale") != ledger.OTHER_SCALE
+    if claim.kind in DIRECTIONAL and not own and on_scale:
+        judged = ledger.at_this_scale(verdict, float(given.get("ci_high", np.nan)), claim.stated_effect)
+        if judged != verdict:
+            test += (f"; the interval's upper end {given['ci_high']:+.4g} lies below the paper's "
+                     f"{claim.stated_effect:.4g}: an effect as large as the paper's is ruled out at this scale")
+            verdict = judged
+    return ledger.row(claim.paper, claim.label, test, verdict, *args, own_runs=own, **kwargs)
 
 
 def missing(claim: Claim, table: str) -> dict:

@@ -9,6 +9,10 @@ correction (``correction``: which comparisons Holm spans, or none for a claim th
     ("A beats B")       contradicted   the effect is negative and significant; or, where the row tests the
                                        paper's own regime, the one-sided test that the effect is below the paper's
                                        rejects (a gain as large as the paper's is ruled out)
+                                       Symmetrically, on this harness's own runs: a design whose interval lies
+                                       wholly below the paper's stated effect (on the row's scale) contradicts
+                                       the claim at this scale (``at_this_scale``), as an interval wholly above
+                                       zero supports it
                         inconclusive   neither: the row states the smallest effect its design detects beside the
                                        paper's, so a reader sees whether it could have seen it; on the paper's
                                        own runs it states it alone (``OWN_RUNS``)
@@ -71,6 +75,7 @@ COLUMNS = ["paper", "claim", "test", "correction", "effect", "ci_low", "ci_high"
 NO_CORRECTION = "none: every part must hold (the largest p)"
 OWN_RUNS = "the paper's own runs"  # a record's scope where the paper's effect is the tested data's own estimate
 NO_POWER = "the paper's own runs: its effect is this data's estimate, so no power statement"
+OTHER_SCALE = "other"  # a record's paper_effect.scale where the paper's effect is not on the row's metric
 TIE = 1e-9  # detectable gaps this close (relative) are one design's gap computed twice: the first listed decides
 
 
@@ -190,6 +195,17 @@ def row(paper: str, claim: str, test: str, verdict: str, evidence: str, effect=n
     return dict(zip(COLUMNS, values))
 
 
+def at_this_scale(verdict: str, ci_high: float, paper_effect: float) -> str:
+    """The symmetric half of the directional rule: an inconclusive row whose interval's upper end lies below the
+    paper's stated effect (positive, as the claim is signed) has ruled out an effect as large as the paper's, and
+    contradicts the claim at this scale; any other verdict stands (a significant effect in the claim's direction,
+    smaller than the paper's, supports the direction the claim states)."""
+    if verdict == "inconclusive" and np.isfinite(ci_high) and np.isfinite(paper_effect) and 0 < paper_effect and \
+            ci_high < paper_effect:
+        return "contradicted"
+    return verdict
+
+
 def decide(candidates: list[dict]) -> dict:
     """The row of the design that decides a claim several registered designs answer: the smallest finite detectable
     gap among the rows with a verdict (not untested, not out of reach), the first in ``candidates`` on a tie (equal
@@ -252,6 +268,10 @@ def could_see(r) -> str:
         return f"not yet: {reason}"
     if r.get("scope") == OWN_RUNS:
         return f"detects {seen:.3g}; {NO_POWER}" if pd.notna(seen) else NO_POWER
+    if r.get("effect_scale") == OTHER_SCALE and pd.notna(paper):
+        return (f"{'answered' if kind in ('supported', 'contradicted') else 'unclear'}: detects {seen:.3g}; the "
+                f"paper's {abs(paper):.3g} is on another scale than this row's metric") if pd.notna(seen) else \
+            "the paper's effect is on another scale than this row's metric"
     against = f" vs the paper's {abs(paper):.3g}" if pd.notna(paper) else ""
     if kind in ("supported", "contradicted"):  # a verdict reached is a question answered
         return f"yes: answered (detects {seen:.3g}{against})" if pd.notna(seen) else "yes: a measurement"
