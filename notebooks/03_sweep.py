@@ -81,7 +81,7 @@ import seaborn as sns
 
 from rrlib import count_params, load_preset, resolve_run
 from rrlib.views import plots, tables
-from rrlib import stats
+from rrlib.results import sweep as sweep_results
 from rrlib.runs import loading
 from rrlib.runs.arguments import loaded_rules, seed_list, variant_list
 from rrlib.speed.workers import spread_sweep
@@ -181,15 +181,13 @@ tables.reader_table(loading.provenance(table), f"03_{size}_provenance", figures_
 # ## Recap
 
 # %%
-summary = table.groupby("variant")["fixed_loss"].agg(["mean", "std", "count"]).loc[
-    [v for v in variants if v in set(table["variant"])]]
-print(f"{size}: {len(table)} runs ({', '.join(f'{v} {n}' for v, n in summary['count'].items())}); "
+summary = sweep_results.recap(table, variants)
+losses = summary.losses
+print(f"{size}: {len(table)} runs ({', '.join(f'{v} {n}' for v, n in losses['count'].items())}); "
       f"{int((table['status'] != 'finished').sum())} did not finish.")
-scored = summary[summary["count"] > 0]  # a variant whose every run diverged has no held-out loss to compare
+scored = losses[losses["count"] > 0]  # a variant whose every run diverged has no held-out loss to compare
 print("Mean held-out loss (fixed set): " + (", ".join(
     f"{v} {row['mean']:.4f}" + (f" ± {row['std']:.4f}" if row["count"] > 1 else "")
     for v, row in scored.iterrows()) or "none, as no run finished") + ".")
-if "review" in scored.index and len(scored) > 1:
-    comparison = stats.compare(table, metric="fixed_loss")
-    for _, row in stats.verdicts(comparison).iterrows():
-        print(f"Against each baseline (gap = baseline − review, paired by seed where possible): {row['verdict']}.")
+for _, row in (summary.verdicts if summary.verdicts is not None else pd.DataFrame()).iterrows():
+    print(f"Against each baseline (gap = baseline − review, paired by seed where possible): {row['verdict']}.")
