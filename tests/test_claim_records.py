@@ -37,6 +37,7 @@ def test_the_1b_claim_is_the_paper_s_strong_trend_not_a_significant_gain():
     claim = records.by_id(CLAIMS)["review-gain-1b"]
     assert "strong trend ($t{\\approx}2.3$, $p{\\approx}0.07$)" in claim.quote
     assert "significant" not in claim.label.replace("not significant", "")
+    assert "the paper's Welch test (p ≈ 0.07)" in claim.label and "paired test" in claim.label  # both tests named
 
 
 def test_every_no_difference_claim_has_a_margin_with_its_source():
