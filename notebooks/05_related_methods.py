@@ -165,7 +165,7 @@ plots.show_figure(fig, "05_family_loss", figures_dir)
 # ## At mini's width: does a method's gap against standard hold, grow or vanish wider and trained longer?
 #
 # The same methods, seeds and recipe at `mini`'s width (`family_mini`: d = 128 for Review, 600 steps), read from
-# finished runs (`SIZE=family_mini bash scripts/family_study.sh` trains them), side by side with the above.
+# finished runs (`rrlib study run family_mini` trains them), side by side with the above.
 
 # %%
 wide = summary_at(wide_size, None) if wide_size is not None else None

@@ -62,7 +62,7 @@ if "google.colab" in sys.modules:
 # of 16 × 128 tokens (warmup 10 % of each run, as the study's 60 of 600). Mini at 1,200 steps sees about as many
 # tokens per parameter as micro at 300, and micro at 100 about as many as mini at 300, so size and tokens per
 # parameter vary independently. Review, Highway and standard, parameter-matched, 3 seeds, paired by seed
-# (`bash scripts/study.sh` runs the grid; this page only reads its result files). For each cell (a width at a
+# (`rrlib study run size_tokens` runs the grid; this page only reads its results). For each cell (a width at a
 # budget) we take Review's paired gap against each baseline (`baseline − review`, positive favours Review) with
 # its 95 % interval, then regress the per-cell gap on log10 size and log10 tokens per parameter, one point per
 # cell. The paper's 42 runs go on the same axes; its design cannot separate the two factors.
