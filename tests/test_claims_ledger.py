@@ -1,4 +1,4 @@
-"""The claims ledger without a notebook: rrlib.claims.ledger() builds every record's row from the run folders and
+"""The claims ledger without a notebook: rrlib.claims.ledger.ledger() builds every record's row from the run folders and
 the paper's run table, and gives the committed ledger (paper/tables/07_claims.csv) as page 07 stores it."""
 from pathlib import Path
 

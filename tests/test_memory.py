@@ -1,4 +1,4 @@
-"""Peak tensor memory on any device (rrlib.memory) and the benchmark's per-rule memory and compile ratios."""
+"""Peak tensor memory on any device (rrlib.speed.memory) and the benchmark's per-rule memory and compile ratios."""
 import json
 
 import pytest

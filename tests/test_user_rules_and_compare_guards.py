@@ -216,8 +216,8 @@ def shard_request(monkeypatch, sized):
 
 
 def test_a_shard_trains_beside_another_shard_in_one_out(tmp_path, monkeypatch):
-    """scripts/power_study.sh and the leaderboard start a design's shards side by side into one --out: the second
-    had been refused as if it were another comparison."""
+    """rrlib study run --jobs starts a powered design's shards (and the leaderboard's) side by side into one --out:
+    the second trains beside the first, not refused as if it were another comparison."""
     from rrlib.compare import engine
 
     req = shard_request(monkeypatch, (None, {}))  # its share done, the other shard's runs still missing

@@ -1,8 +1,9 @@
-"""The looped-transformer paper's rows, read off page 05's looped tables (the powered design's once it has finished,
-the 200-step study's before: rrlib.studies.looped_study.ledger_tables): 1/N against 1/√N at each seed's optimum
-(every N must hold), the optimum's slope over N under 1/N (equivalence at the record's margin; the supplementary
-edge extension must agree), and the slope contrast between the two scalings. Each returns one ledger row, or None
-while the study has no finished seed; ``ledger_rows`` makes all three, in progress where a table has none."""
+"""The looped-transformer paper's rows, from page 05's looped reading (the powered design's, rrlib.results.
+looped_power, once it has finished; the 200-step study's, rrlib.results.looped, before): 1/N against 1/√N at each
+seed's optimum (every N must hold), the optimum's slope over N under 1/N (equivalence at the record's margin; the
+supplementary edge extension must agree), and the slope contrast between the two scalings. Each returns one ledger
+row, or None while the study has no finished seed; ``ledger_rows`` makes all three, in progress where a table has
+none."""
 from __future__ import annotations
 
 import pandas as pd
@@ -93,7 +94,7 @@ def contrast_row(claim, optima: pd.DataFrame | None, study: str, powered: bool, 
 
 def ledger_rows(claims: dict, trainable: pd.DataFrame | None, transfer: pd.DataFrame | None,
                 optima: pd.DataFrame | None, powered: bool, evidence: str, alpha: float = 0.05) -> list[dict]:
-    """The three looped rows from the study's tables (None where not written), in the ledger's order:
+    """The three looped rows from the reading's tables (None where the reading has none), in the ledger's order:
     trainability, transfer, contrast. ``powered``: the tables are the powered design's (1,000 steps), which reads
     alone once it has finished; otherwise the 200-step study's."""
     study = "the powered design (1,000 steps)" if powered else "the 200-step study"

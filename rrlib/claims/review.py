@@ -1,7 +1,8 @@
-"""The Review paper's rows that page 07 reads off other pages' tables: its depth claims (page 02's runs), its claims
-about its own runs (page 04's paired tests of the paper's CSV, and the CSV itself for the growth from 590M to 1B),
-and its growth with size (page 04's trend, page 06's fit of size against tokens per parameter). Each function takes
-the claims by id (rrlib.claims.records), the table and the evidence to cite, and returns ledger rows."""
+"""The Review paper's rows, from the results other pages show (rrlib.results): its depth claims (page 02's runs,
+results.depth), its claims about its own runs (page 04's paired tests of the paper's CSV, results.statistics, and the
+CSV itself for the growth from 590M to 1B), and its growth with size (page 04's trend, page 06's fit of size against
+tokens per parameter, results.size_tokens). Each function takes the claims by id (rrlib.claims.records), the result
+and the evidence to cite, and returns ledger rows."""
 from __future__ import annotations
 
 import numpy as np

@@ -67,7 +67,7 @@ class ResidualRule(nn.Module):
 
     Subclasses define the formula, ``commit(h, u, *params)``, and ``step_params(i)``: the parameters step i uses
     (its gate, its scale); ``write`` joins the two. The step index never reaches ``commit``, so one compiled
-    (sublayer, commit) graph serves every step of every depth (``rrlib.model.compile_steps``). Rules that route
+    (sublayer, commit) graph serves every step of every depth (``rrlib.model.GPT.compile_steps``). Rules that route
     across depth (state carries several sources or streams) override ``begin``, ``read``, ``write`` and ``end``.
     """
 

@@ -51,7 +51,7 @@ class Arm:
 
     def sweep_args(self) -> list[str]:
         args = ["--variants", self.variant]
-        if self.options:  # JSON without spaces: run_sweeps.sh splits a line on whitespace
+        if self.options:  # JSON without spaces: the registry splits a sweep line on whitespace (reach_plan)
             args += ["--set", "model.rule_options=" + json.dumps(dict(self.options), separators=(",", ":"))]
         if self.lr is not None:
             args += ["--lr", f"{self.lr:g}"]
