@@ -73,19 +73,12 @@ from IPython.display import HTML, display
 
 from rrlib.results import leaderboard
 from rrlib.views import leaderboard as board_view, plots, tables
-from rrlib.runs.config import project_path
 from rrlib.studies import leaderboard_study as study
 
 plots.use_style()
-rules = [study.BASELINE, *study.board()]
 
 # %%
-ratios = leaderboard.bench_ratios(bench_files, bench_size, study.SIZE)
-plan = leaderboard.study_plan(budget_cpu_hours, ratios)
-runs = leaderboard.done_runs(study.RUNS, study.SIZE, rules, range(study.SEEDS))
-board_file = project_path(study.OUT) / leaderboard.BOARD_VERDICT
-board = leaderboard.leaderboard(plan, runs, leaderboard.model_counts(study.SIZE, rules), ratios, study.BASELINE,
-                                study.SEEDS, leaderboard.read_board(board_file, study.BASELINE))
+board = leaderboard.study_board(budget_cpu_hours, bench_files, bench_size)
 
 # %% [markdown]
 # ## The board

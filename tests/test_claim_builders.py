@@ -151,7 +151,6 @@ def test_a_missing_run_folder_reads_as_no_runs_and_no_rate(tmp_path):
     empty = sources.finished(str(tmp_path), "family", [0, 1])
     assert empty.empty and list(empty.columns) == ["variant", "seed"]
     assert np.isnan(sources.cpu_rate(str(tmp_path), "family"))
-    assert sources.page_table(tmp_path, "04_paper_tests") is None
     assert rows.link("07_claims", "07_growth", "07_growth.png") == \
         "07_claims.reader.html; tables/07_growth.csv; figures/07_growth.png"
 

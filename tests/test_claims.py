@@ -4,6 +4,7 @@ import dataclasses
 import json
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -307,31 +308,43 @@ def test_a_row_on_the_papers_own_runs_states_its_detectable_gap_with_no_power_st
     assert beside["test"] == "a test; the design detects 0.19 against the paper's 0.00898"
 
 
-def test_the_abstract_states_each_finding_from_the_tables_and_leaves_out_missing_pages(tmp_path):
-    pd.DataFrame({"variant": ["standard", "review", "rezero"], "loss": [2.2, 2.21, 2.4], "seeds": [3, 3, 3],
-                  "gap vs standard": [np.nan, -0.01, -0.2], "p (Holm)": [np.nan, 0.5, 0.01],
-                  "detectable gap": [np.nan, 0.03, 0.05]}).to_csv(tmp_path / "05_family_summary.csv", index=False)
-    pd.DataFrame(columns=["variant", "estimator", "seeds", "slope", "ci_low", "ci_high", "p", "p_equivalent",
-                          "fold_change", "verdict", "runs"]).to_csv(tmp_path / "05_looped_transfer.csv", index=False)
+class Given:
+    """Results made of what a test gives (a frame, a reading, or a function of the accessor's arguments); for the
+    rest, what a report without those pages has: no result, no finished powered design."""
+
+    def __init__(self, **given):
+        self.given = {"shows": lambda page: True, "powered_designs": [],
+                      "looped_ledger": SimpleNamespace(transfer=None)} | given
+
+    def __getattr__(self, name):
+        value = self.given.get(name)
+        return lambda *args, **kwargs: value(*args, **kwargs) if callable(value) else value
+
+
+def test_the_abstract_states_each_finding_from_the_results_and_leaves_out_missing_ones():
+    summary = pd.DataFrame({"variant": ["standard", "review", "rezero"], "loss": [2.2, 2.21, 2.4], "seeds": [3, 3, 3],
+                            "gap": [np.nan, -0.01, -0.2], "p_holm": [np.nan, 0.5, 0.01],
+                            "detectable": [np.nan, 0.03, 0.05]})
     claims = ledger.ledger([ledger.row("Looped transformers", index.LOOPED_CLAIM, "", ledger.untested("running"), "")])
-    claims.to_csv(tmp_path / "07_claims.csv", index=False)
-    lines = index.abstract(tmp_path)
+    lines = index.abstract(Given(claims=claims, family_summary=summary))
     assert len(lines) == 3
     assert "This report tests 1 registered claims of it and 0 related papers: 0 supported" in lines[0]
     assert "a larger one at 1B that it calls a strong trend rather than significant" in lines[0]
     assert lines[1] == ("In the family (3 methods, 3 seeds) none beats standard after Holm; rezero is worse.")
     assert "still running; no verdict yet" in lines[2]
+    without = index.abstract(Given(claims=claims, family_summary=summary, shows=lambda page: page != "07_claims"))
+    assert "registered claims" not in without[0] and len(without) == 2  # the report holds no page 07: no ledger
 
 
-def test_the_abstract_leaves_the_family_screen_out_once_the_leaderboard_has_judged(tmp_path):
+def test_the_abstract_leaves_the_family_screen_out_once_the_leaderboard_has_judged():
     """One finding per question: the board, which detects the smaller gap, speaks of the gains over standard."""
-    pd.DataFrame({"variant": ["standard", "hc"], "loss": [2.2, 2.21], "seeds": [3, 3],
-                  "gap vs standard": [np.nan, -0.004], "p (Holm)": [np.nan, 1.0],
-                  "detectable gap": [np.nan, 0.014]}).to_csv(tmp_path / "05_family_summary.csv", index=False)
-    assert any(line.startswith("In the family") for line in index.abstract(tmp_path))
-    pd.DataFrame({"rule": ["standard", "hc"], "stage": ["baseline", "judged"], "gap": [np.nan, 0.027],
-                  "verdict": ["", "better"], "seeds": [47, 47]}).to_csv(tmp_path / "08_leaderboard.csv", index=False)
-    lines = index.abstract(tmp_path)
+    given = {"claims": ledger.ledger([]), "family_summary": pd.DataFrame(
+        {"variant": ["standard", "hc"], "loss": [2.2, 2.21], "seeds": [3, 3], "gap": [np.nan, -0.004],
+         "p_holm": [np.nan, 1.0], "detectable": [np.nan, 0.014]})}
+    assert any(line.startswith("In the family") for line in index.abstract(Given(**given)))
+    board = pd.DataFrame({"rule": ["standard", "hc"], "stage": ["baseline", "judged"], "gap": [np.nan, 0.027],
+                          "verdict": ["", "better"], "seeds": [47, 47]})
+    lines = index.abstract(Given(**given, board=board))
     assert not any(line.startswith("In the family") for line in lines)
     assert lines[-1].startswith("Leaderboard (1 of 1 rules judged, 47 seeds, Holm): 1 beats standard")
 
@@ -363,62 +376,74 @@ def test_the_abstract_names_the_leaderboards_judged_rules_in_the_engines_words()
     assert index.leaderboard_finding(None) is None
 
 
-def test_the_abstracts_looped_verdict_is_the_ledgers_not_the_studys(tmp_path):
+def test_the_abstracts_looped_verdict_is_the_ledgers_not_the_studys():
     """Page 05's primary estimator says "transfers"; page 07 weighs the supplementary runs and says otherwise: the
     abstract repeats page 07."""
-    pd.DataFrame({"variant": ["scaled", "scaled"], "estimator": ["parabola", "parabola"], "seeds": [3, 5],
-                  "slope": [0.03, 0.001], "ci_low": [-0.12, -0.27], "ci_high": [0.18, 0.28], "p": [0.5, 0.9],
-                  "p_equivalent": [0.031, 0.088], "verdict": ["transfers (within ±0.17)", "undecided"],
-                  "runs": ["all runs", "edge cells extended"]}).to_csv(tmp_path / "05_looped_transfer.csv", index=False)
-    ledger.ledger([ledger.row("Looped transformers", index.LOOPED_CLAIM, "t", "inconclusive", "", 0.001, -0.27,
-                              0.28)]).to_csv(tmp_path / "07_claims.csv", index=False)
-    found = index.abstract(tmp_path)[-1]
+    transfer = pd.DataFrame({"variant": ["scaled", "scaled"], "estimator": ["parabola", "parabola"], "seeds": [3, 5],
+                             "slope": [0.03, 0.001], "ci_low": [-0.12, -0.27], "ci_high": [0.18, 0.28], "p": [0.5, 0.9],
+                             "p_equivalent": [0.031, 0.088], "verdict": ["transfers (within ±0.17)", "undecided"],
+                             "runs": ["all runs", "edge cells extended"]})
+    claims = ledger.ledger([ledger.row("Looped transformers", index.LOOPED_CLAIM, "t", "inconclusive", "", 0.001,
+                                       -0.27, 0.28)])
+    found = index.abstract(Given(claims=claims, looped_ledger=SimpleNamespace(transfer=transfer)))[-1]
     assert 'is "inconclusive"' in found and "transfers" not in found
     assert "+0.00 [-0.27, +0.28], 5 seeds, TOST p 0.088" in found
 
 
-def test_the_abstracts_looped_finding_reads_the_powered_design_once_page_05_has_it(tmp_path):
-    """Page 07 switches its looped rows to the powered design's tables once they exist; the abstract's TOST p and
-    seed count must come from the same table, not the 200-step study's."""
-    def transfer(seeds, slope, p_equivalent):
-        return pd.DataFrame({"variant": ["scaled"], "estimator": ["parabola"], "seeds": [seeds], "slope": [slope],
-                             "ci_low": [slope - 0.16], "ci_high": [slope + 0.16], "p": [0.1],
-                             "p_equivalent": [p_equivalent], "verdict": ["undecided"], "runs": ["all runs"]})
-    transfer(5, 0.004, 0.088).to_csv(tmp_path / "05_looped_transfer.csv", index=False)
-    ledger.ledger([ledger.row("Looped transformers", index.LOOPED_CLAIM, "t", "inconclusive", "", -0.13, -0.29,
-                              0.03)]).to_csv(tmp_path / "07_claims.csv", index=False)
-    assert "5 seeds" not in index.abstract(tmp_path)[-1]  # the ledger's slope is not the 200-step study's
-    transfer(7, -0.13, 0.3).to_csv(tmp_path / "05_looped_power_transfer.csv", index=False)
-    assert "-0.13 [-0.29, +0.03], 7 seeds, TOST p 0.3)" in index.abstract(tmp_path)[-1]
+def test_the_abstracts_looped_finding_reads_the_powered_design_once_it_has_finished(monkeypatch):
+    """The ledger switches its looped rows to the powered design once it has finished; the abstract's TOST p and
+    seed count must come from the same reading, not the 200-step study's."""
+    def reading(seeds, slope, p_equivalent):
+        return SimpleNamespace(transfer=pd.DataFrame(
+            {"variant": ["scaled"], "estimator": ["parabola"], "seeds": [seeds], "slope": [slope],
+             "ci_low": [slope - 0.16], "ci_high": [slope + 0.16], "p": [0.1], "p_equivalent": [p_equivalent],
+             "verdict": ["undecided"], "runs": ["all runs"]}))
+
+    claims = ledger.ledger([ledger.row("Looped transformers", index.LOOPED_CLAIM, "t", "inconclusive", "", -0.13,
+                                       -0.29, 0.03)])
+    results = index.Results(claims=claims)
+    for name in ("board", "final_loss", "family_summary"):
+        monkeypatch.setattr(results, name, lambda *args: None)
+    monkeypatch.setattr(results, "tests", lambda source: None)
+    monkeypatch.setattr(results, "powered_designs", lambda page=None: [])
+    monkeypatch.setattr(index.looped, "reading", lambda: reading(5, 0.004, 0.088))
+    monkeypatch.setattr(index.looped_power, "reading", lambda: None)  # the powered design has not finished
+    assert "5 seeds" not in index.abstract(results)[-1]  # the ledger's slope is not the 200-step study's
+    monkeypatch.setattr(index.looped_power, "reading", lambda: reading(7, -0.13, 0.3))
+    assert "-0.13 [-0.29, +0.03], 7 seeds, TOST p 0.3)" in index.abstract(results)[-1]
 
 
 # a measured number: with a decimal point (counts are integers), in full where it has an exponent (a small p)
 NUMBER = re.compile(r"(?<![\w.])[-+−]?\d+\.\d+(?:e[-+]\d+)?")
 
 
-def table_cells(tables: Path) -> set[str]:
-    """Every number of the committed tables, as the abstract formats one: 2, 3 or 4 decimals, signed or not, or
-    two significant digits (p-values)."""
+def table_cells(frames) -> set[str]:
+    """Every number of the frames, as the abstract formats one: 2, 3 or 4 decimals, signed or not, or two
+    significant digits (p-values)."""
     cells = set()
-    for path in tables.glob("*.csv"):
-        values = pd.read_csv(path).select_dtypes("number").to_numpy(dtype=float).ravel()
+    for frame in frames:
+        values = frame.select_dtypes("number").to_numpy(dtype=float).ravel()
         for v in values[np.isfinite(values)]:
             cells |= {f"{v:.2g}"} | {f"{v:{sign}.{d}f}" for d in (2, 3, 4) for sign in ("", "+")}
     return cells
 
 
-def test_every_number_in_the_abstract_is_a_cell_of_a_committed_table():
-    tables = Path(__file__).resolve().parents[1] / "paper" / "tables"
-    numbers = NUMBER.findall(" ".join(index.abstract(tables)))
+def test_every_number_in_the_abstract_is_a_value_of_the_results_it_read():
+    results = index.Results()  # the committed runs, each page's own parameters
+    lines = index.abstract(results)
+    numbers = NUMBER.findall(" ".join(lines))
     assert len(numbers) > 10  # the abstract states its findings with their numbers
-    assert sum(len(line.split()) for line in index.abstract(tables)) <= 240  # about 200 words: the tables hold the rest
-    stray = [n for n in numbers if n not in table_cells(tables) | {f"{index.LAG_NATS:g}"}]
-    assert stray == [], f"numbers in the index abstract that no committed table holds: {stray}"
+    assert sum(len(line.split()) for line in lines) <= 240  # about 200 words: the pages hold the rest
+    read = [results.claims(), results.final_loss(), results.tests("paper"), results.family_summary(),
+            results.looped_ledger().transfer, results.board(),
+            *(design for design in results.powered_designs() if design is not None)]
+    stray = [n for n in numbers if n not in table_cells(frame for frame in read if frame is not None)
+             | {f"{index.LAG_NATS:g}"}]
+    assert stray == [], f"numbers in the index abstract that no result holds: {stray}"
 
 
-def test_the_abstract_check_sees_a_number_that_is_no_cell(tmp_path):
-    pd.DataFrame({"x": [0.12345]}).to_csv(tmp_path / "t.csv", index=False)
-    cells = table_cells(tmp_path)
+def test_the_abstract_check_sees_a_number_that_is_no_cell():
+    cells = table_cells([pd.DataFrame({"x": [0.12345]})])
     assert {"0.12", "+0.123", "0.1235"} <= cells and "0.124" not in cells and NUMBER.findall("p 0.124, 5 seeds") == ["0.124"]
     assert NUMBER.findall("Holm p 1.3e-06, 12.5 CPU-hours") == ["1.3e-06", "12.5"]
 

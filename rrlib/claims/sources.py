@@ -1,9 +1,7 @@
-"""What page 07 reads besides the records: another page's table, the finished runs of a folder, every depth's probe
+"""What page 07 reads besides the records and the results: the finished runs of a folder, every depth's probe
 files of page 07's depth part, the FLOP rate the harness's committed CPU runs reached (which prices an out-of-reach
 claim, rrlib.claims.reach), and a note of what its own study holds."""
 from __future__ import annotations
-
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -11,12 +9,6 @@ import pandas as pd
 from rrlib.studies import claims_study
 from rrlib.runs.config import project_path
 from rrlib.runs.sweep import results_table
-
-
-def page_table(tables_dir: Path, name: str) -> pd.DataFrame | None:
-    """Another page's full table, or None when that page has not been built with it."""
-    path = Path(tables_dir) / f"{name}.csv"
-    return pd.read_csv(path) if path.exists() else None
 
 
 def finished(root: str, size: str, seeds=None) -> pd.DataFrame:

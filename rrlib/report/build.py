@@ -38,7 +38,7 @@ from ..runs.output_paths import FILE, checked_no_links, checked_output
 from ..runs.presets import load_preset
 from . import colab, readme
 from .arguments import PAPER_CSV, parse_args
-from .index import COMPARISONS, abstract, rendered_pages, write_index
+from .index import COMPARISONS, Results, abstract, rendered_pages, write_index
 from .inputs import check_run_files, cost_text, missing_runs, page_inputs, read_inputs, write_inputs
 from .notebooks import NOTEBOOKS, QUICK_SIZES, declared_parameters, notebook_source, parameter_values, shown
 from .pages import owned_by, page_prefix, prepare, publish, size_prefixes
@@ -107,6 +107,12 @@ def shown_as_built(executed: Path, scratch: str, final: str) -> None:
 
 
 # ---------------------------------------------------------------- the command
+
+def page_parameters(nb, common: dict, quick: bool, given: dict, size: str | None = None) -> dict:
+    """The parameters a build gives notebook ``nb``: the build's folders (``common``), a quick build's own, the size
+    of a per-size page and the user's (``given``); the notebook takes those it declares."""
+    return {**common, **(nb.quick if quick else {}), **({"size": size} if size else {}), **given}
+
 
 # Notebook parameters that are lists, read as the notebooks read them (rrlib.runs.arguments): -p seeds=0 is [0]
 LIST_PARAMETERS = {"variants": variant_list, "loop_variants": variant_list, "seeds": seed_list,
@@ -299,7 +305,7 @@ def _build(args, held: contextlib.ExitStack) -> int:
         declared = declared_parameters(source)
         for size in sizes if nb.per_size else [None]:
             stem = f"{nb.name}_{size}" if size else nb.name
-            parameters = {**common, **(nb.quick if args.quick else {}), **({"size": size} if size else {}), **given}
+            parameters = page_parameters(nb, common, args.quick, given, size)
             parameters = {k: v for k, v in parameters.items() if k in declared}
             inputs = page_inputs(nb, parameters, runs, size, paper_csv, out / "tables")
             if not args.force and built.get(stem) == inputs and (out / f"{stem}.reader.html").exists():
@@ -348,11 +354,15 @@ def _build(args, held: contextlib.ExitStack) -> int:
         target = checked_output(out / COMPARISONS / f"{name}.html", "--out", kind=FILE)
         write_bytes_atomic(target, verdict_page(page.parent))  # as checked, read again: never a link's target
         print(f"[report] {COMPARISONS}/{name}.html: the verdict page of {shown(page.parent)}", flush=True)
-    index = write_index(out, abstract(out / "tables"))
-    if out == project_path("paper"):  # the committed report: the README's and docs' result tables follow its tables
+    # the abstract and the README's blocks read the results of the runs this build read, with the parameters its
+    # pages ran with, and one claims ledger (built once here, about a minute)
+    results = Results({nb.name: page_parameters(nb, common, args.quick, given) for nb in NOTEBOOKS if not nb.per_size},
+                      built={nb.name for nb, _, _ in rendered_pages(out)})
+    index = write_index(out, abstract(results))
+    if out == project_path("paper"):  # the committed report: the README's and docs' result tables follow its results
         for document in readme.DOCUMENTS:
-            if readme.update(project_path(document), out / "tables"):
-                print(f"[report] {document}: result tables regenerated from paper/tables", flush=True)
+            if readme.update(project_path(document), results):
+                print(f"[report] {document}: result tables regenerated from the runs' results", flush=True)
         for name in colab.update_notebooks():  # after an edit of pyproject.toml's repository address
             print(f"[report] notebooks/{name}: its Colab cell made again for {colab.REPO_URL}", flush=True)
     print(f"[report] {len(rendered_pages(out))} pages, {len(list((out / 'figures').glob('*.png')))} figures, "

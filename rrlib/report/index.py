@@ -8,26 +8,168 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..claims import ledger as claims_ledger, reach_rows
 from ..model import count_params
+from ..results import depth, family, leaderboard, looped, looped_power, power, size_tokens, statistics
+from ..runs.arguments import seed_list, variant_list
 from ..runs.config import ConfigError
 from ..runs.presets import load_preset
-from ..studies import looped_study
+from ..studies import looped_reach_study
 from ..stats import ledger
-from .notebooks import NOTEBOOKS, QUICK_SIZES, Notebook
+from .notebooks import NOTEBOOK_DIR, NOTEBOOKS, QUICK_SIZES, Notebook, parameter_values
 
 
-def abstract(tables: Path) -> list[str]:
+class Results:
+    """Each page's result as the page draws it: the result functions of rrlib.results called with the page's
+    parameters (its notebook's parameters cell, under what a build gave it: ``pages``, the parameters per notebook
+    name), and the claims ledger (``rrlib.claims.ledger``, from page 07's parameters), built once and kept. The
+    index's abstract and the README's and docs' blocks read these, never a page's table. Columns are the results'
+    documented names; a result that does not exist yet (a design whose runs have not all finished) is None.
+    ``built``: the notebooks whose pages the report holds (None: every one), the only ones the abstract speaks of."""
+
+    def __init__(self, pages: dict | None = None, claims: pd.DataFrame | None = None, built=None):
+        self.pages, self._claims, self._parameters = pages or {}, claims, {}
+        self.built = None if built is None else set(built)
+
+    def shows(self, name: str) -> bool:
+        """Whether the report holds notebook ``name``'s page."""
+        return self.built is None or name in self.built
+
+    def page(self, name: str) -> dict:
+        """The parameters page ``name`` is executed with: its notebook's own, under those of the build's it declares."""
+        if name not in self._parameters:
+            import jupytext
+
+            own = parameter_values(jupytext.read(NOTEBOOK_DIR / f"{name}.py"))  # its source: the build checks the pair
+            given = self.pages.get(name, {})
+            self._parameters[name] = {**own, **{k: v for k, v in given.items() if k in own}}
+        return self._parameters[name]
+
+    def claims(self) -> pd.DataFrame:
+        """Page 07's ledger (about a minute the first time)."""
+        if self._claims is None:
+            self._claims = claims_ledger.build(claims_ledger.inputs_from(self.page("07_claims"))).table
+        return self._claims
+
+    def final_loss(self) -> pd.DataFrame:
+        """Page 02: the mean fixed-set loss per depth (``sublayers``) and rule."""
+        p = self.page("02_depth_stability")
+        depths, seeds = depth.design(p["depths"], seed_list(p["seeds"]) if p["seeds"] is not None else None)
+        return depth.mean_final_loss(depths, variant_list(p["variants"]), seeds, p["out_root"]).reset_index()
+
+    def _statistics(self) -> tuple[dict, dict]:
+        p = self.page("04_statistics")
+        return ({"paper_csv": p["paper_csv"], "out_root": p["out_root"], "variants": variant_list(p["variants"]),
+                 "exclude_sizes": p["exclude_sizes"]},
+                {"alpha": p["alpha"], "n_boot": p["n_boot"], "secondary": p["secondary_metric"]})
+
+    def tests(self, source: str) -> pd.DataFrame:
+        """Page 04: the paper's runs or ours (``source``), Welch beside paired with Holm, per size and baseline."""
+        where, tested = self._statistics()
+        return statistics.tests(source, **tested, **where)
+
+    def means(self, source: str) -> pd.DataFrame:
+        """Page 04: the mean primary loss per size (the index) and rule."""
+        return statistics.means(source, **self._statistics()[0])
+
+    def recipe_gaps(self) -> pd.DataFrame | None:
+        p = self.page("04_statistics")
+        return statistics.recipe_gaps(p["recipe_root"], p["alpha"])
+
+    def recipe_gap_difference(self) -> pd.DataFrame | None:
+        p = self.page("04_statistics")
+        return statistics.recipe_gap_difference(p["recipe_root"], p["equivalence_margin"], p["alpha"])
+
+    def _power_root(self, page: str) -> str:
+        p = self.page(page)
+        return p["power_root"] or power.root_beside(p["out_root"])
+
+    def pilots(self) -> list[pd.DataFrame]:
+        """Every powered design's pilot that has finished (pages 04 and 05, in their order): its design."""
+        p, root = self.page("04_statistics"), self._power_root("04_statistics")
+        baselines = [v for v in variant_list(p["variants"]) if v != "review"]
+        found = [power.pilot(root, size, "review", baselines, p["power_target"], p["alpha"])
+                 for size in (p["power_size"], p["mini_power_size"])]
+        p, root = self.page("05_related_methods"), self._power_root("05_related_methods")
+        found += [power.pilot(root, p["power_size"], variant, against, p["power_target"])
+                  for variant, against in claims_ledger.PAGE_05_DESIGN[1].items()]
+        return [pilot.design for pilot in found if pilot.design is not None]
+
+    def powered_designs(self, page: str | None = None) -> list[pd.DataFrame | None]:
+        """The powered designs' tests as the ledger reads them, page 04's two then page 05's (``page``: one page's
+        alone); None for one whose runs have not all finished."""
+        found = []
+        if page in (None, "04_statistics"):
+            alpha, root = self.page("04_statistics")["alpha"], self._power_root("04_statistics")
+            found += [power.design_tests(root, size, {rule: list(baselines)}, seeds, alpha)
+                      for size, rule, baselines, seeds in claims_ledger.PAGE_04_DESIGNS.values()]
+        if page in (None, "05_related_methods"):
+            found.append(power.design_tests(self._power_root("05_related_methods"), *claims_ledger.PAGE_05_DESIGN))
+        return found
+
+    def family_summary(self, wide: bool = False) -> pd.DataFrame | None:
+        """Page 05's family summary at its size, or at its wider size (``wide``); None without standard's runs."""
+        p = self.page("05_related_methods")
+        preset = load_preset(p["size"])
+        size = p["wide_size"] if wide else p["size"]
+        if size is None:
+            return None
+        seeds = None if wide else seed_list(p["seeds"], default=preset.seeds)
+        summary = family.family_summary(size, variant_list(p["variants"], default=preset.variants), seeds,
+                                        p["out_root"], p["bench_file"], p["primary_metric"], p["secondary_metric"])
+        return summary if "standard" in set(summary["variant"]) else None
+
+    def looped(self) -> looped.LoopedReading:
+        """Page 05's 200-step looped study."""
+        return looped.reading()
+
+    def looped_power(self) -> looped.LoopedReading | None:
+        """Page 05's powered looped design; None until every seed has finished."""
+        return looped_power.reading()
+
+    def looped_power_pilot(self) -> pd.DataFrame | None:
+        return looped_power.pilot()
+
+    def looped_ledger(self) -> looped.LoopedReading:
+        """The looped reading the ledger's rows rest on: the powered design's once it has finished."""
+        powered = self.looped_power()
+        return self.looped() if powered is None else powered
+
+    def paired_gaps(self) -> pd.DataFrame:
+        """Page 06: Review's paired gap per (width, budget) cell and baseline."""
+        p = self.page("06_size_vs_tokens")
+        return size_tokens.paired_gaps(**self._grid(), metric=p["metric"], secondary_metric=p["secondary_metric"],
+                                       alpha=p["alpha"])
+
+    def gap_factors(self) -> pd.DataFrame:
+        """Page 06: the gap regressed on log size and log tokens per parameter."""
+        p = self.page("06_size_vs_tokens")
+        return size_tokens.gap_factors(**self._grid(), metrics=(p["metric"], p["secondary_metric"]), alpha=p["alpha"])
+
+    def _grid(self) -> dict:
+        p = self.page("06_size_vs_tokens")
+        return {"grid_sizes": p["grid_sizes"], "variants": variant_list(p["variants"]), "out_root": p["out_root"]}
+
+    def reach_runs(self) -> pd.DataFrame:
+        """Page 07: per reach study its ended runs, seeds, diverged runs, CPU-hours and commits."""
+        return reach_rows.runs_table(looped_reach_study.REACH)
+
+    def board(self) -> pd.DataFrame:
+        """Page 08's board, one row per rule (a column ``rule``)."""
+        p = self.page("08_leaderboard")
+        return leaderboard.study_board(p["budget_cpu_hours"], p["bench_files"], p["bench_size"]).reset_index()
+
+
+def abstract(results: Results) -> list[str]:
     """The index's abstract, in plain sentences of about 200 words: the question and the ledger's count, then each
-    finding in one sentence with its strength, every number read from the pages' own tables (``tables``:
-    paper/tables/*.csv) and every verdict from the claims ledger's (``07_claims.csv``), so that the abstract cannot
-    say more than page 07; a finding whose page is not built is left out. Every measured number is a cell of a table,
-    formatted as here (a test checks); the integers are counts, and ``LAG_NATS`` is the one threshold stated. The
-    tables hold the rest."""
-    def read(name):
-        path = tables / f"{name}.csv"
-        return pd.read_csv(path) if path.exists() else None
+    finding in one sentence with its strength, every number from the results the pages show (``results``) and every
+    verdict from the claims ledger's, so that the abstract cannot say more than page 07; a finding without its result
+    is left out. Every measured number is a value of a result, formatted as here (a test checks); the integers are
+    counts, and ``LAG_NATS`` is the one threshold stated."""
+    def shown(page, read):
+        return read() if results.shows(page) else None
 
-    claims = read("07_claims")
+    claims = shown("07_claims", results.claims)
     counts = ""
     if claims is not None:
         later = claims["status"] == "exploratory" if "status" in claims else pd.Series(False, index=claims.index)
@@ -37,13 +179,16 @@ def abstract(tables: Path) -> list[str]:
                   + ", ".join(f"{kinds.get(v, 0)} {v}" for v in ledger.VERDICTS) + ".")
     lines = ["The paper reports that Review residuals bring no gain at its smaller sizes, a significant gain at 590M "
              "and a larger one at 1B that it calls a strong trend rather than significant." + counts]
-    board = leaderboard_finding(read("08_leaderboard"))
+    board = leaderboard_finding(shown("08_leaderboard", results.board))
     # the family's three-seed screen speaks of the gains over standard only until the leaderboard, the design that
     # detects the smallest gap, has judged them (rrlib.stats.ledger.decide): one finding per question
-    for finding in (depth_finding(read("02_final_loss")), review_finding(read("04_paper_tests")),
-                    powered_finding([read(name) for name in POWERED_DESIGNS]),
-                    None if board else family_finding(read("05_family_summary")),
-                    looped_finding(claims, read(f"{looped_study.ledger_tables(tables)}_transfer")), board):
+    looped_reading = shown("07_claims", results.looped_ledger)
+    for finding in (depth_finding(shown("02_depth_stability", results.final_loss)),
+                    review_finding(shown("04_statistics", lambda: results.tests("paper"))),
+                    powered_finding([design for page in ("04_statistics", "05_related_methods")
+                                     for design in shown(page, lambda: results.powered_designs(page)) or []]),
+                    None if board else family_finding(shown("05_related_methods", results.family_summary)),
+                    looped_finding(claims, None if looped_reading is None else looped_reading.transfer), board):
         lines += [finding] if finding else []
     return lines
 
@@ -91,9 +236,6 @@ def review_finding(paper) -> str | None:
             + " and ".join(_p(p) for p in largest["welch_p"]) + ".")
 
 
-POWERED_DESIGNS = ("04_power_tests", "04_power_tests_mini", "05_power_tests")  # the pages' finished powered designs
-
-
 def powered_finding(designs) -> str | None:
     """The powered CPU designs (pages 04 and 05; None for one not finished), each comparison in the compare
     engine's word: better or worse with its gap, equivalent with its margin, else inconclusive."""
@@ -113,9 +255,9 @@ def family_finding(summary) -> str | None:
     """Page 05: which methods differ from the standard residual after Holm's correction."""
     if summary is None:
         return None
-    tested = summary.dropna(subset=["p (Holm)"])
-    better = tested[(tested["p (Holm)"] < 0.05) & (tested["gap vs standard"] > 0)]
-    worse = tested[(tested["p (Holm)"] < 0.05) & (tested["gap vs standard"] < 0)]
+    tested = summary.dropna(subset=["p_holm"])
+    better = tested[(tested["p_holm"] < 0.05) & (tested["gap"] > 0)]
+    worse = tested[(tested["p_holm"] < 0.05) & (tested["gap"] < 0)]
     return (f"In the family ({len(summary)} methods, {int(summary['seeds'].max())} seeds) "
             + (" and ".join(better["variant"]) + " beat standard after Holm" if len(better)
                else "none beats standard after Holm")
@@ -143,7 +285,7 @@ def leaderboard_finding(board) -> str | None:
 def looped_finding(claims, transfer) -> str | None:
     """The looped study's transfer claim, with the claims ledger's verdict and interval (page 07 weighs page 05's
     estimators and its supplementary runs; the abstract repeats its word), and the TOST p of the estimate it used.
-    ``transfer`` is the table page 07 read: the powered design's once it has finished, the 200-step study's before."""
+    ``transfer`` is the reading page 07 read: the powered design's once it has finished, the 200-step study's before."""
     row = None if claims is None else claims[claims["claim"] == LOOPED_CLAIM]
     if row is None or row.empty:
         return None

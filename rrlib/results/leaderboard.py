@@ -2,7 +2,9 @@
 rule, sorted by the paired gap, every statistic from the compare engine (rrlib.stats.verdict.compare_pairs).
 
 The board is the leaderboard study's (rrlib.studies.leaderboard_study, run by scripts/leaderboard_study.py): its
-rules, size, seeds, baseline and run folder, and its plan of the seeds each rule stands at within the budget. Each rule's row is at one of four stages:
+rules, size, seeds, baseline and run folder, and its plan of the seeds each rule stands at within the budget
+(``study_board``: that board as page 08 shows it, from the study's files alone). Each rule's row is at one of four
+stages:
 
 ===================  ==============================================================================================
 judged               every seed of the rule's design has a result (the rule's and the baseline's; a diverged run is
@@ -39,8 +41,12 @@ import pandas as pd
 
 from ..runs.config import ConfigError, project_path
 from ..stats.verdict import METRIC, compare_pairs, mark_diverged, mark_identical
+from ..studies import leaderboard_study as study
 
 BOARD_VERDICT = "board/verdict.csv"  # under the study's OUT: its last compare call's verdict file
+# `rrlib bench` at `family`: the step times of every older rule, then of the new ones (the first naming a rule wins)
+BENCH_FILES = ("outputs/bench/cpu-family.json", "outputs/bench/cpu-family-new-rules.json")
+BENCH_SIZE = "family"  # the benchmark's size: the board size's model and batch, fewer steps
 DONE = ("finished", "diverged")  # a diverged run is a result: its pair's verdict is "diverged"
 
 # Each rule's paper: (its name, its arXiv id). A test checks every id against the ids the rule's docstring names;
@@ -237,3 +243,16 @@ def leaderboard(plan: pd.DataFrame, runs: pd.DataFrame, counts: pd.DataFrame, ra
     order = pd.DataFrame({"group": group, "gap": -out["gap"].fillna(0), "place": range(len(out))}, index=out.index)
     return out.drop(columns="step_per_flop_vs_standard_variant").loc[
         order.sort_values(["group", "gap", "place"]).index]
+
+
+def study_board(budget_cpu_hours: float = study.BUDGET_CPU_HOURS, bench_files=BENCH_FILES,
+                bench_size: str = BENCH_SIZE) -> pd.DataFrame:
+    """The leaderboard study's board as page 08 shows it (``leaderboard``): its plan within ``budget_cpu_hours``,
+    priced by the benchmark's step times (``bench_files`` at ``bench_size``), its finished runs, and the board call's
+    verdict file where the study has written it."""
+    rules = [study.BASELINE, *study.board()]
+    ratios = bench_ratios(list(bench_files), bench_size, study.SIZE)
+    plan = study_plan(budget_cpu_hours, ratios)
+    runs = done_runs(study.RUNS, study.SIZE, rules, range(study.SEEDS))
+    return leaderboard(plan, runs, model_counts(study.SIZE, rules), ratios, study.BASELINE, study.SEEDS,
+                       read_board(project_path(study.OUT) / BOARD_VERDICT, study.BASELINE))

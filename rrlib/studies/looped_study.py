@@ -98,16 +98,6 @@ UNIQUE_LAYERS = Design("unique_layers", ("scaled",), {("scaled", n): 5 for n in 
                        size_prefix="looped_l", count_setting="n_layers", records=("looped-depends-on-l",))
 POWER_PILOT_SEEDS = (0, 1, 2, 3)
 CONTRAST_TARGET = 0.25  # per doubling of N: the contrast the powered design is sized to detect (page 05 says why)
-# The looped tables the claims ledger (page 07) and the index's abstract read, in order of preference: the powered
-# design's once page 05 has written them (it does only when all its seeds have finished), the 200-step study's before.
-LEDGER_TABLES = ("05_looped_power", "05_looped")
-
-
-def ledger_tables(tables: Path) -> str:
-    """The prefix of the looped tables under ``tables`` (paper/tables) that the ledger reads: the first of
-    ``LEDGER_TABLES`` whose transfer table exists, else the last (whose absence the ledger reports as a study in
-    progress). One rule for page 07 and the abstract, so that the abstract cannot quote another study's numbers."""
-    return next((prefix for prefix in LEDGER_TABLES if (tables / f"{prefix}_transfer.csv").exists()), LEDGER_TABLES[-1])
 DESIGNS = {d.name: d for d in (GRID, POWER, UNIQUE_LAYERS)}
 RUN_COLUMNS = ["variant", "loops", "lr", "seed", "fixed_loss"]  # study_runs' frame when no run has finished
 OPTIMA_COLUMNS = ["variant", "loops", "seed", "points", "grid_lr", "parabola_lr", "best_loss", "at_edge"]
