@@ -58,7 +58,7 @@ if "google.colab" in sys.modules:
 # Every rule is trained at the powered CPU size `family_power` over the same seeds as the standard residual, and each
 # pair is judged by the compare engine (`rrlib compare`): the paired gap on the fixed held-out set, its interval,
 # Holm's correction over the board's comparisons, and the verdict word. The runs are made by the leaderboard study
-# (`scripts/py scripts/leaderboard_study.py --run`); this page reads what has finished, and a rule still without a
+# (`rrlib study run leaderboard`); this page reads what has finished, and a rule still without a
 # verdict says where it stands and what it costs.
 
 # %% tags=["parameters"]

@@ -1,7 +1,7 @@
 """The leaderboard (page 08): every rule of the family against the standard residual at one size, one row per
 rule, sorted by the paired gap, every statistic from the compare engine (rrlib.stats.verdict.compare_pairs).
 
-The board is the leaderboard study's (rrlib.studies.leaderboard_study, run by scripts/leaderboard_study.py): its
+The board is the leaderboard study's (rrlib.studies.leaderboard_study, run by ``rrlib study run leaderboard``): its
 rules, size, seeds, baseline and run folder, and its plan of the seeds each rule stands at within the budget
 (``study_board``: that board as page 08 shows it, from the study's files alone). Each rule's row is at one of four
 stages:
