@@ -138,7 +138,7 @@ LABELS = {"gap": "gap vs standard", "detectable": "detectable gap", "p": "p (pai
 def summary_at(at, at_seeds):
     summary = family.family_summary(at, variants, at_seeds, out_root, bench_file, primary_metric, secondary_metric)
     if "standard" not in set(summary["variant"]):  # (a benchmark without this size leaves speed and memory empty)
-        return print(f"No finished {at} runs under {out_root}; `SIZE={at} bash scripts/family_study.sh` trains them.")
+        return print(f"No finished {at} runs under {out_root}; `rrlib study run {at}` trains them.")
     summary = summary.drop(columns=["ci_low", "ci_high"]).rename(columns=LABELS).set_index("variant")
     loss = [f"{m:.4f}" + ("" if np.isnan(s) else f" ± {s:.4f}") for m, s in zip(summary["loss"], summary["sd"])]
     display(tables.reader_table(
@@ -225,7 +225,7 @@ for lr, n in [(lr, n) for lr in lrs for n in loops] if train_looped else []:  # 
         {"steps": loop_steps} if loop_steps else {})}, f"{loop_root}/lr{lr:g}")
 state = looped.progress(loop_root, lrs=lrs if train_looped else None, **study)
 if not state.finished:
-    raise RuntimeError(f"no finished looped runs under {loop_root}: `bash scripts/looped_study.sh` trains them")
+    raise RuntimeError(f"no finished looped runs under {loop_root}: `rrlib study run looped_grid` trains them")
 curves = looped.cells(loop_root, **study)
 display(tables.reader_table(curves, "05_looped_cells", figures_dir, index=False, formats={"lr": "{:.3g}"},
                             rename={"loops": "N", "loss": f"{primary_metric} (mean)", "stalled": "stalled runs"}),

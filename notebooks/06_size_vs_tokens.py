@@ -70,7 +70,7 @@ if "google.colab" in sys.modules:
 # %% tags=["parameters"]
 out_root = "outputs/runs"  # run folders; finished runs are read, never retrained here
 grid_sizes = ["micro_steps100", "micro_steps300", "micro_steps1200",
-              "mini_steps100", "mini_steps300", "mini_steps1200"]  # the size × tokens grid (scripts/study.sh)
+              "mini_steps100", "mini_steps300", "mini_steps1200"]  # the size × tokens grid (rrlib study run size_tokens)
 paper_csv = "outputs/reference/scaling_v8.csv"  # the paper's runs (the committed copy), relative to the project root
 variants = ["review", "highway", "standard"]
 metric = "fixed_loss"  # the primary metric (notebook 04 says why): our fixed held-out set, identical for every run
@@ -100,8 +100,7 @@ study = {"grid_sizes": grid_sizes, "variants": variants, "out_root": out_root}
 grid = size_tokens.grid_runs(**study)
 missing = [s for s in grid_sizes if s not in set(grid["size"])]
 if missing:
-    print(f"no results yet for {', '.join(missing)}: `bash scripts/study.sh` trains them "
-          f"(SIZES=\"{' '.join(missing)}\" for these alone)")
+    print(f"no results yet for {', '.join(missing)}: `rrlib study run size_tokens` trains them")
 width = {s: load_preset(s).model.d_model for s in grid_sizes}
 cells = size_tokens.grid_cells(**study, metric=metric)
 tables.reader_table(cells, "06_grid", figures_dir, formats={"tokens_per_param": "{:.2f}", "params_M": "{:.2f}",

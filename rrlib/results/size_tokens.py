@@ -60,7 +60,7 @@ def grid_runs(grid_sizes=GRID_SIZES, variants=VARIANTS, *, out_root=OUT_ROOT) ->
     runs = pd.concat(found, ignore_index=True)
     runs = runs[runs["variant"].isin(variants)]
     if runs.empty:
-        raise RuntimeError(f"no results of the grid under {out_root}: `bash scripts/study.sh` trains them")
+        raise RuntimeError(f"no results of the grid under {out_root}: `rrlib study run size_tokens` trains them")
     grid = stats.load_results(runs)
     return grid.assign(width=grid["size"].map(lambda s: s.split("_steps")[0]))
 

@@ -225,7 +225,7 @@ def _entries() -> list[Entry]:
     return [
         Entry("sizes", "rrlib.runs.sweep", "page 04: the CPU-scale study (micro, mini, midi)",
               preset_sweeps(("midi", "mini", "micro"))),
-        Entry("depth", "rrlib.runs.sweep", "page 03: the depth ablation (2 to 24 blocks)",
+        Entry("depth", "rrlib.runs.sweep", "page 02: the depth ablation (2 to 24 blocks)",
               preset_sweeps(("depth24", "depth20", "depth16", "depth12", "depth8", "depth4", "depth2"))),
         Entry("size_tokens", "rrlib.runs.sweep", "page 06: the size x tokens grid",
               preset_sweeps(("mini_steps1200", "micro_steps1200", "mini_steps300", "micro_steps300", "mini_steps100",
