@@ -1,5 +1,6 @@
 """The report's front page, ``index.html``: an abstract computed from the paper's runs and ours, the sections in
-reading order, and the figures."""
+reading order, and the figures. The abstract reads the pages' results and the claims ledger through ``Results``,
+as the README's and docs' generated blocks do (rrlib.report.readme)."""
 from __future__ import annotations
 
 import html
