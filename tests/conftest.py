@@ -10,7 +10,7 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 # A test skipped for want of the data says these words: .ci/run fails on them where RRLIB_DATA names the data
 NO_DATA = "for want of rrlib's data"
-NOT_HERE = "not on this machine"  # the library's sentence for data it can neither find nor fetch (rrlib.runs.sources)
+NOT_HERE = "not on this machine"  # the library's sentence for data it can neither find nor fetch (rrlib.runs.data.sources)
 DATA_NAMED = bool(os.environ.get("RRLIB_DATA"))  # as the session starts: a test may unset it for itself
 # GPT-2's BPE files as tiktoken's own gpt2 encoding fetches them (tiktoken_ext.openai_public)
 GPT2_URL = "https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/"
@@ -27,14 +27,14 @@ if os.environ.get("RRLIB_DATA") and not os.environ.get("RRLIB_PAPERS"):
 @pytest.fixture(scope="session")
 def data(tmp_path_factory) -> Path:
     """rrlib's data folder (``tinystories/`` with both samples, ``gpt2/`` with the BPE files), found as the library
-    finds it (rrlib.runs.sources): ``$RRLIB_DATA``, each file checked against its recorded SHA-256; else the samples
+    finds it (rrlib.runs.data.sources): ``$RRLIB_DATA``, each file checked against its recorded SHA-256; else the samples
     cut earlier into the library's cache, or cut from the hub now, and GPT-2's BPE through tiktoken's download,
     gathered into a folder of the test session's; else the test is skipped in a sentence that names RRLIB_DATA.
     Commands the tests start find the data the same way: through $RRLIB_DATA, else the library's cache."""
     from rrlib.home import project_path
     from rrlib.runs.config import DataConfig
     from rrlib.runs.data import GPT2_FILES, DataError, data_root, gpt2_folder
-    from rrlib.runs.sources import SAMPLES, locate
+    from rrlib.runs.data.sources import SAMPLES, locate
 
     try:
         root = data_root()

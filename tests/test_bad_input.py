@@ -51,7 +51,7 @@ def test_compare_refuses_its_data_or_runs_before_it_says_its_plan_or_makes_its_o
                                         ('{"step": 20, "loss": "2.5"}', "line 2: loss must be a number")])
 def test_a_garbage_line_in_a_run_s_log_is_one_sentence_naming_the_file_and_the_line(tmp_path, line, said):
     from rrlib.runs.loading import read_metrics
-    from rrlib.runs.runfiles import StateError
+    from rrlib.runs.folders.runfiles import StateError
 
     log = tmp_path / "metrics.jsonl"
     log.write_text('{"step": 10, "loss": 3.0, "lr": 0.001}\n' + line + "\n")

@@ -14,19 +14,19 @@ import numpy as np
 import pytest
 import torch
 
-import rrlib.runs.disk as disk
+import rrlib.runs.folders.disk as disk
 import rrlib.runs.pace as pace
 import rrlib.runs.train as train_module
 from rrlib.__main__ import main
 from rrlib.report.inputs import check_run_files
 from rrlib.runs.config import PROJECT_ROOT, ConfigError, given_path, project_path
 from rrlib.runs.data import DataError
-from rrlib.runs.disk import DiskFull
+from rrlib.runs.folders.disk import DiskFull
 from rrlib.runs.folders import claimed
 from rrlib.runs.presets import available_sizes, load_preset, resolve_run
-from rrlib.runs.runfiles import RunConflict, StateError, append_log
+from rrlib.runs.folders.runfiles import RunConflict, StateError, append_log
 from rrlib.runs.sweep import SweepIncomplete, grid, results_table, run_sweep
-from rrlib.runs.token_cache import load_token_data
+from rrlib.runs.data.token_cache import load_token_data
 from rrlib.runs.train import train_run
 
 REPO = Path(__file__).resolve().parents[1]

@@ -16,10 +16,10 @@ from rrlib.model import GPT, ModelConfig, count_params
 from rrlib.report import index
 from rrlib.studies import probes
 from rrlib.stats import ledger, paired_comparison
-from rrlib.runs.checkpoints import WEIGHTS_FILE, start_from
+from rrlib.runs.folders.checkpoints import WEIGHTS_FILE, start_from
 from rrlib.runs.config import ConfigError
 from rrlib.runs.presets import resolve_run
-from rrlib.runs.runfiles import fingerprint, recorded_identity, run_identity
+from rrlib.runs.folders.runfiles import fingerprint, recorded_identity, run_identity
 
 ROOT = Path(__file__).resolve().parents[1]
 

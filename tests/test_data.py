@@ -10,7 +10,7 @@ import torch
 from rrlib.runs import data
 from rrlib.runs.data import DataError, fixed_eval_windows, get_batch, get_tokenizer, iter_stories
 from rrlib.runs.data import paper_eval_windows
-from rrlib.runs.token_cache import load_token_data
+from rrlib.runs.data.token_cache import load_token_data
 
 
 @pytest.fixture

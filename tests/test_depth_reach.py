@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from rrlib.model import NORM_EPS, GPT, ModelConfig
 from rrlib.rules import RULES, ConfigError, ValueMixingRule
 from rrlib.runs.presets import resolve_run
-from rrlib.runs.runfiles import fingerprint, recorded_identity, run_identity
+from rrlib.runs.folders.runfiles import fingerprint, recorded_identity, run_identity
 
 ROOT = Path(__file__).resolve().parents[1]
 

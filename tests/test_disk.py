@@ -1,4 +1,4 @@
-"""The one atomic writer (rrlib.runs.disk.write_atomic): a whole file or the old one, never through a link, a dead
+"""The one atomic writer (rrlib.runs.folders.disk.write_atomic): a whole file or the old one, never through a link, a dead
 writer's temporary file cleared by the next write, a live writer's left alone, and the caches that used their own
 temporary-and-rename (the pace store, a hub cut) written through it."""
 import json
@@ -8,7 +8,9 @@ import sys
 
 import pytest
 
-from rrlib.runs import disk, pace
+from rrlib.runs import pace
+
+from rrlib.runs.folders import disk
 
 
 def test_a_write_replaces_a_link_without_writing_through_it(tmp_path):

@@ -13,7 +13,7 @@ import torch
 from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 
 from rrlib.model import GPT, ModelConfig, chunked_cross_entropy, count_params, head_rows, proposal, residual_step
-from rrlib.runs import checkpoints
+from rrlib.runs.folders import checkpoints
 from rrlib.runs.data import get_batch
 from rrlib.runs.device import autocast_factory
 from rrlib.runs.optim import make_optimizer, optimizer_step

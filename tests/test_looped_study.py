@@ -232,10 +232,12 @@ def test_a_study_without_runs_has_its_base_grid_and_no_complete_seed():
     assert ls.complete_seeds(own, grid, ls.POWER_PILOT_SEEDS) == {"scaled": [], "scaled_loops": []}
 
 
-def test_the_ledger_reads_the_powered_looped_tables_only_once_page_05_has_written_them(tmp_path):
-    assert ls.ledger_tables(tmp_path) == "05_looped"  # neither: the ledger reports a study in progress
-    (tmp_path / "05_looped_transfer.csv").write_text("variant\n")
-    (tmp_path / "05_looped_power_pilot.csv").write_text("estimator\n")  # the pilot alone does not switch it
-    assert ls.ledger_tables(tmp_path) == "05_looped"
-    (tmp_path / "05_looped_power_transfer.csv").write_text("variant\n")
-    assert ls.ledger_tables(tmp_path) == "05_looped_power"
+def test_the_ledger_reads_the_powered_looped_design_only_once_it_has_finished(monkeypatch):
+    from rrlib.claims import ledger
+    from rrlib.results import looped, looped_power
+
+    monkeypatch.setattr(looped, "reading", lambda: "the 200-step study")
+    monkeypatch.setattr(looped_power, "reading", lambda: None)  # its runs not all finished
+    assert ledger.looped_reading() == ("the 200-step study", "05_looped", False)
+    monkeypatch.setattr(looped_power, "reading", lambda: "the powered design")
+    assert ledger.looped_reading() == ("the powered design", "05_looped_power", True)

@@ -11,7 +11,7 @@ from rrlib.claims.records import by_id
 from rrlib.model import NORM_EPS, GPT, ModelConfig
 from rrlib.rules import ConfigError
 from rrlib.runs.presets import resolve_run
-from rrlib.runs.runfiles import fingerprint, run_identity
+from rrlib.runs.folders.runfiles import fingerprint, run_identity
 from rrlib.studies import depth_reach_study as depth, looped_reach_study, reach_control_study as controls
 from rrlib.studies.study_plan import Arm, Study, cpu_hours, sweep_lines
 

@@ -16,7 +16,7 @@ from rrlib.runs.config import RECIPES, ConfigError, RunConfig, recipe_name
 from rrlib.runs.data import get_tokenizer
 from rrlib.runs.optim import make_optimizer
 from rrlib.runs.presets import available_sizes, load_preset, resolve_run
-from rrlib.runs.token_cache import load_token_data
+from rrlib.runs.data.token_cache import load_token_data
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER_SIZES = ("60m", "150m", "320m", "590m", "1b")

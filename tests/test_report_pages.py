@@ -175,7 +175,7 @@ def test_a_page_that_fails_while_publishing_leaves_every_file_as_it_was(tmp_path
 
 def test_a_report_folder_that_cannot_be_written_is_refused_before_any_page_runs(tmp_path, report, monkeypatch,
                                                                                 capsys):
-    from rrlib.runs import output_paths
+    from rrlib.runs.folders import output_paths
 
     out, files = report
     monkeypatch.setattr(build, "execute", lambda *a, **k: pytest.fail("a notebook was executed"))

@@ -18,7 +18,7 @@ from rrlib.runs.device import training_flops
 from rrlib.runs.folders import asked_identity, claimed
 from rrlib.runs.pace import check_cpu_reach
 from rrlib.runs.presets import available_sizes, load_preset, resolve_run
-from rrlib.runs.runfiles import RunConflict, StateError, fingerprint, run_identity
+from rrlib.runs.folders.runfiles import RunConflict, StateError, fingerprint, run_identity
 from rrlib.runs.sweep import SweepIncomplete, run_sweep
 from rrlib.runs.train import train_run
 

@@ -13,9 +13,9 @@ from rrlib.report.inputs import check_run_files
 from rrlib.runs.arguments import listed, seed_list, variant_list
 from rrlib.runs.config import ConfigError
 from rrlib.runs.folders import claimed
-from rrlib.runs.output_paths import FILE, checked_output
+from rrlib.runs.folders.output_paths import FILE, checked_output
 from rrlib.runs.presets import resolve_run
-from rrlib.runs.runfiles import StateError, read_result
+from rrlib.runs.folders.runfiles import StateError, read_result
 from rrlib.runs.sweep import run_sweep
 from rrlib.runs.train import diverged_loss, train_run
 from rrlib.speed import budget

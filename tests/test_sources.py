@@ -1,4 +1,4 @@
-"""Where the data comes from (rrlib.runs.sources): $RRLIB_DATA checked against the recorded SHA-256, the hub cut
+"""Where the data comes from (rrlib.runs.data.sources): $RRLIB_DATA checked against the recorded SHA-256, the hub cut
 (here through a stand-in for `datasets.load_dataset` built from the local samples, as this machine has no
 internet), and one sentence that names both ways where there is neither; and a run from a clone with no folder
 beside it."""
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from rrlib.runs.data import DataError, iter_stories
-from rrlib.runs.sources import HUB_DATASET, SAMPLES, locate, raw_text, stories_hash
-from rrlib.runs.token_cache import load_token_data
+from rrlib.runs.data.sources import HUB_DATASET, SAMPLES, locate, raw_text, stories_hash
+from rrlib.runs.data.token_cache import load_token_data
 
 from conftest import REPO
 
@@ -25,7 +25,7 @@ def hub_stand_in(monkeypatch, stories_by_split: dict, calls: list):
     were read (a streamed split is read only as far as the cut); the hub answers when asked whether it is there."""
     import datasets
 
-    from rrlib.runs import sources
+    from rrlib.runs.data import sources
 
     monkeypatch.setattr(sources, "hub_unreachable", lambda: None)
 
@@ -160,7 +160,7 @@ def test_a_damaged_cut_offline_is_named_not_called_missing(monkeypatch, data_cop
         fetched.with_name(fetched.name + ".json").unlink()
     kept = fetched.read_bytes()
     no_hub(monkeypatch)
-    monkeypatch.setattr("rrlib.runs.sources.hub_unreachable", lambda: None)
+    monkeypatch.setattr("rrlib.runs.data.sources.hub_unreachable", lambda: None)
     with pytest.raises(DataError) as caught:
         locate(TRAIN, tmp_path / "cache")
     said = str(caught.value)

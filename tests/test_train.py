@@ -87,7 +87,7 @@ def test_rule_lr_scale_gives_the_rule_its_own_rate_and_the_shared_floor():
 
 
 def test_rule_lr_scale_is_fingerprinted_only_when_set():
-    from rrlib.runs.runfiles import fingerprint, run_identity
+    from rrlib.runs.folders.runfiles import fingerprint, run_identity
     plain = resolve_run("tiny", "review", 0)
     assert "rule_lr_scale" not in run_identity(plain, "cpu", "fp32")["train"]
     scaled = resolve_run("tiny", "review", 0, {"train": {"rule_lr_scale": 10.0}})

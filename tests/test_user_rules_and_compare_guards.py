@@ -419,7 +419,7 @@ def test_a_yes_for_a_setting_of_named_choices_names_them(tmp_path, monkeypatch, 
 def test_a_log_removed_while_the_run_trains_is_said_and_the_run_is_not_recorded(tmp_path, monkeypatch, data):
     from rrlib.runs import train
     from rrlib.runs.presets import resolve_run
-    from rrlib.runs.runfiles import StateError
+    from rrlib.runs.folders.runfiles import StateError
 
     original = train.append_log
 

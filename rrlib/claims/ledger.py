@@ -249,10 +249,8 @@ def build(inputs: Inputs = Inputs()) -> Ledger:
                                  or family_gain_row("mgr-gain", "mgr"), board.gain_row(claims["mgr-gain"], "mgr")]))
     rows.append(beyond_reach("mgr-large-scale"))
     # the powered looped design reads alone once page 05 has all its runs; until then the 200-step study does
-    powered = looped_power.reading()
-    reading, looped_tables = (powered, "05_looped_power") if powered is not None else (looped_results.reading(),
-                                                                                       "05_looped")
-    rows += looped.ledger_rows(claims, reading.trainability, reading.transfer, reading.optima, powered is not None,
+    reading, looped_tables, powered = looped_reading()
+    rows += looped.ledger_rows(claims, reading.trainability, reading.transfer, reading.optima, powered,
                                link("05_related_methods", f"{looped_tables}_transfer",
                                     f"{looped_tables}_trainability"), alpha)
     rows += [reach_rows.unique_layers_row(claims["looped-depends-on-l"], reach_link, alpha),
@@ -274,6 +272,16 @@ def build(inputs: Inputs = Inputs()) -> Ledger:
 
     out.table = claim_page.attach(verdicts.ledger(rows), claims.values())
     return out
+
+
+def looped_reading():
+    """Page 05's looped reading the ledger judges: the powered design's once all its runs have finished (its reading
+    is None before), else the 200-step study's; with the prefix of the tables the page shows it in, and whether it
+    is the powered one."""
+    powered = looped_power.reading()
+    if powered is not None:
+        return powered, "05_looped_power", True
+    return looped_results.reading(), "05_looped", False
 
 
 def train(inputs: Inputs) -> None:

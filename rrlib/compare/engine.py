@@ -40,7 +40,7 @@ from ..runs.device import pick_device, resolve_precision
 from ..runs.folders import claimed, finished_at
 from ..runs.pace import PACE_FILE, estimated_seconds
 from ..runs.presets import resolve_run
-from ..runs.runfiles import RunConflict, StateError
+from ..runs.folders.runfiles import RunConflict, StateError
 from ..runs.sweep import run_sweep
 from .out_folder import out_lock
 
@@ -377,8 +377,8 @@ def checked_inputs(req: Request, runs: list[RunConfig]) -> None:
     """Before the plan is said and ``--out`` is made: the run folders (one holding another run is named), the places
     the runs to train write (``--runs``, the token cache) and their data (here or fetched, long enough for a window),
     each one sentence."""
-    from ..runs.output_paths import checked_run_outputs
-    from ..runs.rundata import checked_run_data
+    from ..runs.folders.output_paths import checked_run_outputs
+    from ..runs.data.rundata import checked_run_data
 
     _, todo = plan(runs, req.move_aside, req.reuse_root)
     try:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..stats.verdict import sentence
-from ..runs.output_paths import FILE, checked_output
+from ..runs.folders.output_paths import FILE, checked_output
 from ..runs.provenance import git_commit
 from ..version import __version__
 
@@ -38,7 +38,7 @@ tr:nth-child(even) { background: #f6f6f6; } img { max-width: 100%; } pre { white
 
 def check_out(folder: Path) -> None:
     """The verdict folder and each file compare writes in it, through the one check every output path passes
-    (rrlib.runs.output_paths), before anything is trained."""
+    (rrlib.runs.folders.output_paths), before anything is trained."""
     checked_output(folder, "--out")
     for name in FILES:
         checked_output(folder / name, "--out", kind=FILE)

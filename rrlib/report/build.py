@@ -32,9 +32,9 @@ import yaml
 from ..model import count_params
 from ..parsing import yaml_value
 from ..runs.config import PROJECT_ROOT, ConfigError, given_path, project_path
-from ..runs.disk import write_bytes_atomic
+from ..runs.folders.disk import write_bytes_atomic
 from ..runs.arguments import seed_list, variant_list
-from ..runs.output_paths import FILE, checked_no_links, checked_output
+from ..runs.folders.output_paths import FILE, checked_no_links, checked_output
 from ..runs.presets import load_preset
 from . import colab, readme
 from .arguments import PAPER_CSV, parse_args
@@ -207,9 +207,9 @@ def comparison_pages(folders: list) -> list[tuple[str, Path]]:
 
 
 def checked_data(sizes: list[str]) -> None:
-    """The data of the sizes a build trains unasked is here or can be fetched (rrlib.runs.sources): else one
+    """The data of the sizes a build trains unasked is here or can be fetched (rrlib.runs.data.sources): else one
     sentence, before any page runs or anything is written."""
-    from ..runs.sources import locate
+    from ..runs.data.sources import locate
 
     for size in sizes:
         data = load_preset(size).data

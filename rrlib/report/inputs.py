@@ -78,7 +78,7 @@ def write_inputs(out: Path, inputs: dict) -> None:
 def missing_runs(nb: Notebook, values: dict, runs: Path) -> list:
     """The runs a page reads that its run folders do not hold finished (including ones they cannot answer for)."""
     from ..runs.presets import resolve_run
-    from ..runs.runfiles import RunConflict, StateError
+    from ..runs.folders.runfiles import RunConflict, StateError
     from ..runs.sweep import grid
     from ..runs.folders import claimed
 
@@ -102,7 +102,7 @@ def check_run_files(runs: Path, side_roots=None) -> int:
     file, or leave the run out unsaid). Other folders beside ``runs`` are not read. Returns how many run folders
     were read.
     """
-    from ..runs.runfiles import read_config, read_result
+    from ..runs.folders.runfiles import read_config, read_result
 
     runs = Path(runs)
     roots = [runs] + [runs.parent / r for r in (SIDE_ROOTS if side_roots is None else side_roots)]

@@ -18,7 +18,7 @@ import os
 import shutil
 from pathlib import Path
 
-from ..runs.disk import disk_full, full_disk, tmp_beside
+from ..runs.folders.disk import disk_full, full_disk, tmp_beside
 
 FOLDERS = {"figures": ".png", "tables": ".csv"}
 

@@ -15,7 +15,7 @@ import functools
 import hashlib
 from pathlib import Path
 
-# the files a result may read from a run folder (rrlib.runs.runfiles writes them; compare writes verdict.csv)
+# the files a result may read from a run folder (rrlib.runs.folders.runfiles writes them; compare writes verdict.csv)
 RUN_FILES = ("result.json", "metrics.jsonl", "config.json", "probes.json", "conversion.json", "verdict.csv")
 
 

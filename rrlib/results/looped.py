@@ -43,7 +43,7 @@ import pandas as pd
 from ..home import project_path
 from ..runs.data import unigram_entropy
 from ..runs.presets import resolve_run
-from ..runs.rundata import load_run_data
+from ..runs.data.rundata import load_run_data
 from ..studies import looped_study
 from . import result
 

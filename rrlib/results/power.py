@@ -102,7 +102,7 @@ class Design:
 def design_verdict(root: str, size: str, questions: dict, n_seeds: int, alpha: float = verdict.ALPHA,
                    target: float | None = None) -> Design:
     """The verdict of the design at ``size`` under ``root`` (``design_tests``) and the lines a page prints about it.
-    Its regime reads the train stream's length, so the data must be at hand (``rrlib.runs.sources``)."""
+    Its regime reads the train stream's length, so the data must be at hand (``rrlib.runs.data.sources``)."""
     runs, waiting = finished_design(root, size, _rules(questions), n_seeds)
     if runs is None:
         return Design(size, None, [waiting])

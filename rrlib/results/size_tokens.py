@@ -33,7 +33,7 @@ import pandas as pd
 from .. import stats
 from ..runs.config import project_path
 from ..runs.presets import load_preset, resolve_run
-from ..runs.rundata import load_run_data
+from ..runs.data.rundata import load_run_data
 from ..runs.sweep import results_table
 from . import result
 

@@ -28,7 +28,7 @@ from .data import EOS_IN_TEXT, HELDOUT_CUTS
 
 PRECISIONS = ("auto", "fp32", "tf32", "bf16")
 WEIGHT_DECAY_ON = ("all", "matrices")  # every tensor (the paper's AdamW(model.parameters())), or dim >= 2 only
-KEEP_WEIGHTS = ("none", "bf16", "fp32")  # what a finished run keeps of its model (rrlib.runs.checkpoints)
+KEEP_WEIGHTS = ("none", "bf16", "fp32")  # what a finished run keeps of its model (rrlib.runs.folders.checkpoints)
 # Vocabulary sizes of the tokenizers in rrlib.runs.data (a test checks they agree), so that a model can be
 # sized and parameter-matched without loading any data.
 TOKENIZER_VOCAB = {"gpt2": 50257, "bytes": 257}
@@ -82,7 +82,7 @@ class TrainConfig:
     log_every: int = 10
     paper_eval_batches: int = 80
     fixed_eval_tokens: int = 262_144  # held-out tokens in the fixed evaluation (1024 windows of 256)
-    keep_weights: str = "none"  # a finished run keeps its final weights: "none", "bf16" or "fp32" (runs.checkpoints)
+    keep_weights: str = "none"  # a finished run keeps its final weights: "none", "bf16" or "fp32" (runs.folders.checkpoints)
     init_from: str | None = None  # a finished run folder whose kept weights start this run ({seed}: this run's seed)
 
 

@@ -14,12 +14,12 @@ import pandas as pd
 import torch
 
 from ..model import GPT
-from .checkpoints import WEIGHTS_FILE, load_weights
+from .folders.checkpoints import WEIGHTS_FILE, load_weights
 from .config import PARAMS_DIR, RunConfig, run_folder
 from .data import fixed_eval_windows
 from .presets import resolve_run
-from .rundata import load_run_data
-from .runfiles import read_config, read_log, read_result
+from .data.rundata import load_run_data
+from .folders.runfiles import read_config, read_log, read_result
 from .sweep import run_sweep
 from .train import train_run
 

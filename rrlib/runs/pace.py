@@ -22,7 +22,7 @@ import torch
 from ..model import GPT
 from .config import ConfigError, RunConfig, project_path
 from .device import autocast_factory, cpu_matmul_flops, resolve_precision, training_flops
-from .disk import DiskFull, write_bytes_atomic
+from .folders.disk import DiskFull, write_bytes_atomic
 from .optim import make_optimizer, optimizer_step
 
 CPU_REACH_HOURS = 12  # beyond this a run is not a CPU's job

@@ -15,14 +15,14 @@ import sys
 import pandas as pd
 
 from ..rules.external import known_rule
-from .disk import write_bytes_atomic
+from .folders.disk import write_bytes_atomic
 from .config import ConfigError, project_path
 from .device import pick_device
 from .folders import RunBusy, claimed
-from .output_paths import checked_run_outputs
+from .folders.output_paths import checked_run_outputs
 from .pace import check_cpu_reach
 from .presets import load_preset, resolve_run, size_name
-from .runfiles import RESULT_KEYS, RunConflict, StateError, read_result
+from .folders.runfiles import RESULT_KEYS, RunConflict, StateError, read_result
 from .validate import check_seed
 from .train import train_run
 

@@ -7,7 +7,7 @@ The run folder ``<out_root>/<size>/<variant>/seed<k>/`` holds:
     metrics.jsonl   one line per logged step (loss, lr, grad norm, tokens/s) and per periodic evaluation
     ckpt.pt         while it runs: the latest checkpoint (model, optimizer, step, minutes); written atomically
     result.json     written once, atomically, when the run ends (status finished or diverged); ckpt.pt then goes
-    weights.pt      the final weights, only with train.keep_weights bf16 or fp32 (rrlib.runs.checkpoints)
+    weights.pt      the final weights, only with train.keep_weights bf16 or fp32 (rrlib.runs.folders.checkpoints)
 
 Faults: a checkpoint is written every ``ckpt_every`` steps and on SIGTERM/SIGINT. Batches are a pure function
 of (seed, step) and nothing else draws random numbers after init, so a run killed at any point and started
@@ -16,10 +16,10 @@ checkpoint). A NaN/inf loss ends the run with status ``diverged``, and so does a
 either final evaluation is far above a uniform guess's (``diverged_loss``). Starting a run that has a result does
 nothing. A file lock on the run folder keeps two processes from running one run.
 
-Identity: every file of the folder carries the run's fingerprint and its data's hash (rrlib.runs.runfiles); a folder
+Identity: every file of the folder carries the run's fingerprint and its data's hash (rrlib.runs.folders.runfiles); a folder
 that holds a run with other settings or other data, finished or not, is never resumed or answered from, and every
 file is read guarded (rrlib.runs.folders). Before the folder gets a file, the settings have been checked
-(rrlib.runs.validate), the data's sizes against the run's windows (rrlib.runs.rundata), the folder and the run's
+(rrlib.runs.validate), the data's sizes against the run's windows (rrlib.runs.data.rundata), the folder and the run's
 pace on a CPU (rrlib.runs.pace). Device and precision are rrlib.runs.device's, the optimiser step
 rrlib.runs.optim's, what the files record of the code and machine rrlib.runs.provenance's.
 """
@@ -39,19 +39,19 @@ from torch.nn.parallel import DistributedDataParallel
 
 from ..model import GPT
 from ..version import __version__
-from .checkpoints import CKPT_FILE, drop_checkpoint, init_source, keep_final, save_checkpoint, start_from
+from .folders.checkpoints import CKPT_FILE, drop_checkpoint, init_source, keep_final, save_checkpoint, start_from
 from .config import ConfigError, RunConfig, project_path
 from .data import DataError, fixed_eval_windows, get_batch, paper_eval_windows
 from .device import autocast_factory, dist_info, join_process_group, pick_device, resolve_precision
-from .disk import disk_full, full_disk, write_json_atomic
+from .folders.disk import disk_full, full_disk, write_json_atomic
 from .evaluate import evaluate
 from .folders import claimed, run_lock
-from .output_paths import checked_run_outputs
+from .folders.output_paths import checked_run_outputs
 from .optim import group_lrs, make_optimizer, optimizer_step
 from .pace import check_cpu_reach
 from .provenance import attention_kernel, command_line, device_name, git_commit
-from .rundata import checked_run_data
-from .runfiles import (DATA_HASH, append_log, fingerprint, log_intact, read_checkpoint, run_identity,
+from .data.rundata import checked_run_data
+from .folders.runfiles import (DATA_HASH, append_log, fingerprint, log_intact, read_checkpoint, run_identity,
                        truncate_metrics)
 
 

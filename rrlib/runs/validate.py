@@ -3,7 +3,7 @@
 A setting that is the wrong kind of value (``train.lr=abc``) or outside the range where it means something
 (a negative clip turns training into gradient ascent, a negative micro-batch runs no step, ``lr inf``) ends in one
 sentence naming the setting and what it takes; nothing reaches the optimiser or the disk. Sizes that can only be
-checked against the data (a held-out stream shorter than one window) are rrlib.runs.rundata's.
+checked against the data (a held-out stream shorter than one window) are rrlib.runs.data.rundata's.
 """
 from __future__ import annotations
 

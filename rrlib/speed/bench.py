@@ -44,12 +44,12 @@ from pathlib import Path
 import torch
 
 from ..rules.native import target_isa
-from ..runs.disk import write_bytes_atomic, write_json_atomic
+from ..runs.folders.disk import write_bytes_atomic, write_json_atomic
 from ..runs.config import given_path, project_path
 from ..runs.data import TOKENIZERS, get_tokenizer, iter_stories
 from ..runs.arguments import variant_list
-from ..runs.output_paths import FILE, checked_output
-from ..runs.token_cache import load_token_data
+from ..runs.folders.output_paths import FILE, checked_output
+from ..runs.data.token_cache import load_token_data
 from ..runs.device import autocast_factory, pick_device, resolve_precision
 from ..runs.presets import resolve_run
 from ..runs.provenance import device_name, git_commit, portable_arguments, portable_path

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from ..model import GPT
-from ..runs.disk import write_bytes_atomic, write_json_atomic
+from ..runs.folders.disk import write_bytes_atomic, write_json_atomic
 from ..home import PROJECT_ROOT, REFERENCE_CSV
 from ..runs.config import ConfigError
 from ..runs.presets import resolve_run

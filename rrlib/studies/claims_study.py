@@ -32,11 +32,11 @@ import pandas as pd
 import torch
 
 from ..model import GPT
-from ..runs.checkpoints import WEIGHTS_FILE, init_source, load_weights, start_from
+from ..runs.folders.checkpoints import WEIGHTS_FILE, init_source, load_weights, start_from
 from ..runs.config import RunConfig, project_path, run_folder
 from ..runs.loading import heldout_batch, quiet_sweep
 from ..runs.presets import load_preset
-from ..runs.runfiles import read_result
+from ..runs.folders.runfiles import read_result
 from . import probes
 
 CLAIMS_ROOT = "outputs/claims"

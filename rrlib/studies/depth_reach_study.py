@@ -47,8 +47,8 @@ import pandas as pd
 from ..runs.config import project_path, run_folder
 from ..runs.data import unigram_entropy
 from ..runs.presets import resolve_run
-from ..runs.rundata import load_run_data
-from ..runs.runfiles import read_log, read_result
+from ..runs.data.rundata import load_run_data
+from ..runs.folders.runfiles import read_log, read_result
 from ..runs.sweep import results_table
 from . import probes, sizing
 from .claims_study import read_probes

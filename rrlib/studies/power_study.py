@@ -14,7 +14,7 @@ import pandas as pd
 from ..runs.config import project_path, run_folder
 from ..runs.loading import read_metrics
 from ..runs.presets import resolve_run
-from ..runs.rundata import load_run_data
+from ..runs.data.rundata import load_run_data
 from ..runs.sweep import results_table
 from .. import stats
 from ..stats import verdict

@@ -26,7 +26,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from ..runs.disk import write_bytes_atomic
+from ..runs.folders.disk import write_bytes_atomic
 from ..runs.config import project_path
 
 MISSING = "–"

@@ -1,7 +1,7 @@
 """Where rrlib's data comes from on any machine, and the SHA-256 each source is checked against.
 
 The CPU presets train on two small cuts of TinyStories, named by file in ``data_path`` (a run's fingerprint
-names its data file by name alone, rrlib.runs.runfiles, so every committed run keeps its identity):
+names its data file by name alone, rrlib.runs.folders.runfiles, so every committed run keeps its identity):
 
 - ``TinyStories-train-sample.txt``: the first 2,316 stories of the train split;
 - ``TinyStories-valid-sample.txt``: the first 1,000 stories of the validation split;
@@ -41,8 +41,8 @@ from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 
-from .data import BOTH_WAYS, DATA_VARIABLE, EOT, DataError, data_root, hub_unreachable, iter_stories, sha256_of
-from .disk import write_bytes_atomic
+from . import BOTH_WAYS, DATA_VARIABLE, EOT, DataError, data_root, hub_unreachable, iter_stories, sha256_of
+from ..folders.disk import write_bytes_atomic
 
 HUB_DATASET = "roneneldan/TinyStories"
 NOT_HERE = "rrlib's data is not on this machine"

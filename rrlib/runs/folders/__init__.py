@@ -1,7 +1,7 @@
 """Who runs a run folder, and what it holds against the run asked for.
 
 A file lock keeps two processes from running one run (``run_lock``). ``claimed`` reads the folder's files
-through rrlib.runs.runfiles' guarded reads and compares the run they record (its fingerprint's settings) with
+through rrlib.runs.folders.runfiles' guarded reads and compares the run they record (its fingerprint's settings) with
 the one asked for: its settings (the fingerprint's), the checkpoint's run against the config's, and the data's
 content (the hash of its tokens, for runs that record one). The same run answers with its result or resumes;
 another run or a damaged file is refused with one sentence, or moved aside when asked (``move_folder_aside``),
@@ -19,10 +19,10 @@ from pathlib import Path
 import torch
 
 from .checkpoints import CKPT_FILE, drop_checkpoint
-from .config import ConfigError, RunConfig
-from .device import resolve_precision
-from .data import DataError
-from .rundata import load_run_data
+from ..config import ConfigError, RunConfig
+from ..device import resolve_precision
+from ..data import DataError
+from ..data.rundata import load_run_data
 from .runfiles import (DATA_HASH, METRICS_FILE, MOVE_ASIDE, RunConflict, StateError, differences, fingerprint,
                        read_checkpoint, read_config, read_result, recorded_identity, run_identity)
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import torch
 
-from ..model import count_params
-from .config import KEEP_WEIGHTS, ConfigError, RunConfig, project_path
+from ...model import count_params
+from ..config import KEEP_WEIGHTS, ConfigError, RunConfig, project_path
 from .disk import write_atomic
-from .presets import load_preset, resolve_run
+from ..presets import load_preset, resolve_run
 
 CKPT_FILE = "ckpt.pt"
 WEIGHTS_FILE = "weights.pt"

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .config import RunConfig, project_path
-from .data import DataError
+from ..config import RunConfig, project_path
+from . import DataError
 from .token_cache import TokenData, load_token_data
 
 

@@ -17,7 +17,7 @@ import os
 import stat
 from pathlib import Path
 
-from ..rules import ConfigError
+from ...rules import ConfigError
 
 FOLDER, FILE = "folder", "file"
 NEVER_WRITTEN = "is not a regular file or folder (a device, a pipe, a socket or a link to nothing), never written over"

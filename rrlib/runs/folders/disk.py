@@ -12,7 +12,7 @@ import socket
 import sys
 from pathlib import Path
 
-from ..rules import ConfigError
+from ...rules import ConfigError
 
 FULL = (errno.ENOSPC, errno.EDQUOT)
 _HOST = re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname())

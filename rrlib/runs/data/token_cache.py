@@ -9,7 +9,7 @@ source, and the same bytes on a fresh clone, with new times, are the same. The t
 (``TokenData.content_hash``). A cache file that is cut short or damaged is made again, with a word; so is one whose
 source changed. A file's hash is computed once per process for each version of it the file system reports (its
 size, modification and change times). A data file that is not where it is given but names one of rrlib's samples
-is found, or fetched, by rrlib.runs.sources, and a run's ``data_source`` says where it came from.
+is found, or fetched, by rrlib.runs.data.sources, and a run's ``data_source`` says where it came from.
 """
 from __future__ import annotations
 
@@ -26,9 +26,9 @@ from typing import Iterable
 
 import numpy as np
 
-from .data import (DATASETS, HELDOUT, HELDOUT_CUTS, DataError, Tokenizer, checked_file, get_tokenizer, hub_stories,
+from . import (DATASETS, HELDOUT, HELDOUT_CUTS, DataError, Tokenizer, checked_file, get_tokenizer, hub_stories,
                    iter_stories)
-from .disk import disk_full, full_disk, remove_stale_tmp, tmp_beside
+from ..folders.disk import disk_full, full_disk, remove_stale_tmp, tmp_beside
 from .sources import locate
 
 
@@ -112,7 +112,7 @@ def _unusable(cache: Path, source: dict | None) -> str | None:
 
 def _stream(dataset: str, path, split: str, max_stories: int | None, tokenizer: Tokenizer,
             cache_dir) -> tuple[np.memmap, str, str | None]:
-    """One split as cached tokens, their SHA-256, and where a local file was found (rrlib.runs.sources.locate;
+    """One split as cached tokens, their SHA-256, and where a local file was found (rrlib.runs.data.sources.locate;
     None for a file read where it was given, or a hub split): a file keyed by its path, a hub split by its name.
 
     Stories are read (and the hub reached) only when there is no usable cache, so a cached run works offline.

@@ -1,7 +1,7 @@
 """Tokenizers, TinyStories (or a local file) as stories, seeded batches and eval windows.
 
 The paper's data recipe: the first 400k TinyStories train stories, GPT-2 tokens, EOS after each story, the
-last 3% of the token stream held out (the cached token streams are rrlib.runs.token_cache's). Every batch and
+last 3% of the token stream held out (the cached token streams are rrlib.runs.data.token_cache's). Every batch and
 eval window is a pure function of its seed (and step), so every variant sees the same data at the same seed (the
 paired design) and a resumed run continues exactly.
 """
@@ -26,7 +26,7 @@ class DataError(ValueError):
 
 # ----------------------------------------------------------------------------- where the data lies
 
-DATA_VARIABLE = "RRLIB_DATA"  # a local copy of rrlib's data folder (rrlib.runs.sources)
+DATA_VARIABLE = "RRLIB_DATA"  # a local copy of rrlib's data folder (rrlib.runs.data.sources)
 BOTH_WAYS = (f"set {DATA_VARIABLE} to a local copy of rrlib's data folder (tinystories/ with the samples, gpt2/ with "
              f"encoder.json and vocab.bpe), or run where the internet is reachable, so that rrlib fetches them "
              f"(TinyStories through datasets, GPT-2's BPE through tiktoken)")

@@ -13,7 +13,7 @@ longer fits in memory goes on). ``warmup_frac``, ``tokens_per_param`` and the ra
 resolve to (``warmup_steps``, ``steps``, the device type and precision).
 
 The data's content is recorded beside the fingerprint, not in it: ``data_hash``, the SHA-256 of its tokens
-(rrlib.runs.token_cache). The fingerprints of the committed runs were computed with the data named by its file,
+(rrlib.runs.data.token_cache). The fingerprints of the committed runs were computed with the data named by its file,
 and a run recorded without a hash is matched by that name alone (rrlib.runs.folders), so they still answer.
 
 The fingerprint is stored in ``config.json``, ``ckpt.pt`` and ``result.json``. A folder's identity is always
@@ -37,9 +37,9 @@ from pathlib import Path
 
 import torch
 
-from .config import ConfigError, RunConfig
+from ..config import ConfigError, RunConfig
 from .disk import write_bytes_atomic
-from .validate import typed
+from ..validate import typed
 
 # (section, setting) pairs that cannot change a run's numbers; see the module docstring
 NOT_FINGERPRINTED = {"train": {"log_every", "eval_every", "ckpt_every", "keep_weights", "micro_batch_size",
@@ -51,7 +51,7 @@ NOT_FINGERPRINTED = {"train": {"log_every", "eval_every", "ckpt_every", "keep_we
 OMITTED_AT_DEFAULT = {"train": {"init_from": None, "rule_lr_scale": 1.0}, "model": {"rule_source": None}}
 FILE_SETTINGS = ("data_path", "val_path")  # compared by file name: the same file on another machine is the same
 METRICS_FILE = "metrics.jsonl"
-DATA_HASH = "data_hash"  # the data's content (rrlib.runs.token_cache), recorded beside the fingerprint
+DATA_HASH = "data_hash"  # the data's content (rrlib.runs.data.token_cache), recorded beside the fingerprint
 MOVE_ASIDE = "pass --move-aside to move the folder aside and start the run afresh (nothing is deleted)"
 
 
@@ -251,7 +251,7 @@ def read_checkpoint(path: Path, map_location="cpu", mmap: bool = False) -> dict 
         if not isinstance(ckpt, dict) or not {"model", "optimizer", "step"} <= ckpt.keys():
             raise ValueError("not a checkpoint (no model, optimizer and step)")
         return ckpt
-    # one checkpoint is kept while a run goes (rrlib.runs.checkpoints), so there is no older one to fall back to
+    # one checkpoint is kept while a run goes (rrlib.runs.folders.checkpoints), so there is no older one to fall back to
     return read_guarded(path, load, "delete it to start the run again from step 0, or " + MOVE_ASIDE)
 
 
