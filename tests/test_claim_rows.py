@@ -115,7 +115,7 @@ def test_the_looped_transfer_row_holds_only_if_the_supplementary_extension_agree
 def test_beating_every_baseline_is_decided_by_the_largest_p_and_the_conversion_by_the_default_recipe():
     from rrlib.claims import conversion, family
 
-    tests = pd.DataFrame({"gap": [0.02, 0.004], "ci_low": [0.01, -0.002], "ci_high": [0.03, 0.01],
+    tests = pd.DataFrame({"gap": [0.02, 0.004], "ci_low": [0.01, -0.002], "ci_high": [0.03, 0.02],
                           "p": [0.001, 0.2], "seeds": [8, 8], "detectable": [0.009, 0.011]},
                          index=pd.Index(["standard", "attnres"], name="baseline"))
     row = family.beats_all(CLAIMS["delta-beats-per-sublayer"], tests, "delta_attnres", "here", "e")

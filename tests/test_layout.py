@@ -133,3 +133,19 @@ def test_public_names_are_one_import_away_and_import_rrlib_stays_light():
     out = subprocess.run([sys.executable, "-c", code], cwd=PACKAGE.parent, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["True"] * 4
+
+
+def test_every_module_imports_first_in_a_fresh_interpreter():
+    """An import circle through a package's __init__ (a submodule importing its parent package, which imports it
+    back) fails only when that module is imported first: each module is imported first once, rrlib cleared between."""
+    code = ("import importlib, sys\nfailed = []\nfor name in sys.argv[1:]:\n"
+            "    for loaded in [m for m in sys.modules if m == 'rrlib' or m.startswith('rrlib.')]:\n"
+            "        del sys.modules[loaded]\n"
+            "    try:\n        importlib.import_module(name)\n"
+            "    except ImportError as err:\n        failed.append(f'{name}: {err}')\n"
+            "print('\\n'.join(failed))")
+    names = sorted(n for n in MODULES if n not in ("rrlib.__main__",))
+    out = subprocess.run([sys.executable, "-c", code, *names], cwd=PACKAGE.parent, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == ""

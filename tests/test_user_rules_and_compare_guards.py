@@ -405,7 +405,8 @@ def test_help_s_description_is_whole_and_names_compare(capsys):
     with pytest.raises(SystemExit):
         cli.main(["--help"])
     text = " ".join(capsys.readouterr().out.split())
-    assert "Train, sweep, compare, benchmark and report: rrlib train|sweep|compare|bench|report" in text
+    assert ("Train, sweep, compare, benchmark, run a study and report: rrlib train|sweep|compare|bench|study|report"
+            in text)
     assert "each command has its own --help)." in text
 
 

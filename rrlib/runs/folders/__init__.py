@@ -22,7 +22,6 @@ from .checkpoints import CKPT_FILE, drop_checkpoint
 from ..config import ConfigError, RunConfig
 from ..device import resolve_precision
 from ..data import DataError
-from ..data.rundata import load_run_data
 from .runfiles import (DATA_HASH, METRICS_FILE, MOVE_ASIDE, RunConflict, StateError, differences, fingerprint,
                        read_checkpoint, read_config, read_result, recorded_identity, run_identity)
 
@@ -140,6 +139,10 @@ def _conflict(run: RunConfig, recorded: dict, header: dict | None, ckpt: dict | 
     there = {h for h in ((header or {}).get(DATA_HASH), (ckpt or {}).get(DATA_HASH)) if h}
     if not there:
         return None
+    # imported here: the data's modules write through this package's disk module, so a module-level import would
+    # make importing either package first a circle
+    from ..data.rundata import load_run_data
+
     try:
         here = load_run_data(run).content_hash
     except DataError:
