@@ -52,10 +52,9 @@ if "google.colab" in sys.modules:
 # %% [markdown]
 # # 0 · The claims ledger: which of the papers' claims hold here
 #
-# **Question.** The report reruns one paper and compares its family across five pages. Which headline claims of
-# Review Residuals (Kramer 2026), Attention Residuals (Kimi), Delta Attention Residuals (arXiv 2605.18855),
-# Multi-Gate Residuals (arXiv 2605.23259) and the looped-transformer scaling (arXiv 2606.18524), and of the
-# family's older members (Highway networks, ReZero, LayerScale, Hyper-Connections, mHC), does the evidence here
+# **Question.** Which headline claims of Review Residuals (Kramer 2026), Attention Residuals (Kimi), Delta Attention
+# Residuals (arXiv 2605.18855), Multi-Gate Residuals (arXiv 2605.23259), the looped-transformer scaling (arXiv
+# 2606.18524) and the family's older members (Highway networks, ReZero, LayerScale, HC, mHC) does the evidence here
 # support, contradict, leave undecided (and what could its designs have seen), or put out of its reach?
 
 # %% tags=["parameters"]
@@ -63,8 +62,10 @@ out_root = "outputs/runs"  # the committed run folders (the depth ablation's and
 paper_csv = "outputs/reference/scaling_v8.csv"  # the paper's 42 runs (the committed copy)
 family_size = "family"  # the family page's size, whose summary and runs the ledger reads
 wide_size = "family_mini"  # the family at mini's width, read where its runs exist
-gate_size, gate_windows = "mini", 16  # page 01's trained Review run and the held-out windows its gate is read on
+gate_size = "mini"  # page 01's trained Review run, whose gate the neutral-start claim reads
+gate_windows = 16  # the held-out windows page 01 reads that gate on
 local_out_root = "build/runs"  # where page 01's run is trained again when out_root keeps no weights
+exclude_sizes = None  # the sizes page 04 leaves off its scale axis (None: its default)
 claims_size = "family"  # the size of this page's own runs
 claims_variants = None  # the methods probed; None means the family's (the preset of claims_size)
 claims_root = None  # the family retrained with its weights, and Review's gate halves; None: <out_root>/../claims

@@ -55,6 +55,8 @@ def block_keeps_gain(claim, summary: pd.DataFrame, runs: pd.DataFrame, size: str
     if summary is None:
         return missing(claim, f"05_{size}_summary")
     by = summary.set_index("variant")
+    if not {"attnres", "attnres_block"} <= set(by.index):
+        return row(claim, "", ledger.untested(f"no {size} runs of attnres and attnres_block"), "")
     full, block = by.loc["attnres"], by.loc["attnres_block"]
     speed = (f"; speed vs standard (bench) {full['tokens_per_s_vs_standard']:.2f} full, "
              f"{block['tokens_per_s_vs_standard']:.2f} block" if np.isfinite(full["tokens_per_s_vs_standard"]) else "")

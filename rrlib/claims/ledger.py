@@ -63,6 +63,7 @@ class Inputs:
     seeds: tuple = (0, 1, 2)
     alpha: float = 0.05
     margin: float = 0.02  # nats: the conversion's TOST margin, the recipe ablation's (page 04)
+    exclude_sizes: tuple | None = None  # the sizes page 04 leaves off its scale axis; None: its default
     gate_size: str = "mini"  # page 01's trained Review run, whose gate the neutral-start claim reads
     gate_windows: int = 16  # held-out windows page 01 reads the gate on
     local_out_root: str = "build/runs"  # where page 01's run is trained again when its folder keeps no weights
@@ -120,8 +121,11 @@ def build(inputs: Inputs = Inputs()) -> Ledger:
         return read(claims[cid], reach[name], *args, designs[name], reach_link, alpha=alpha)
 
     rows = []
-    where = {"paper_csv": p.paper_csv, "out_root": p.out_root}  # page 04's runs: the paper's table and ours
-    paper_tests, ours_tests = statistics.tests("paper", **where), statistics.tests("ours", **where)
+    # page 04's runs: the paper's table and ours (without the sizes page 04 leaves off its scale axis)
+    where = {"paper_csv": p.paper_csv, "out_root": p.out_root,
+             **({"exclude_sizes": list(p.exclude_sizes)} if p.exclude_sizes is not None else {})}
+    paper_tests, ours_tests = (statistics.tests(source, **where) if statistics.comparable(source, **where) else None
+                               for source in ("paper", "ours"))
     # page 04's powered designs at two widths, each once all its runs have finished: one family for the claim they
     # share, Holm over all their comparisons
     power_root = power.root_beside(p.out_root)
@@ -131,10 +135,10 @@ def build(inputs: Inputs = Inputs()) -> Ledger:
     power_tests = power_study.pooled(power_designs.values())
     family_runs = sources.finished(p.out_root, p.family_size, seeds)
     # page 05's family at its own seeds (the preset's), and its powered design, once all its runs have finished
-    summary = family_results.family_summary(p.family_size, seeds=load_preset(p.family_size).seeds,
-                                            out_root=p.out_root).reset_index()
+    summary = family_results.family_summary(p.family_size, variants=p.claims_variants,
+                                            seeds=load_preset(p.family_size).seeds, out_root=p.out_root).reset_index()
     wide = family_results.family_summary(p.wide_size, out_root=p.out_root).reset_index() \
-        if (project_path(p.out_root) / p.wide_size).is_dir() else None
+        if p.wide_size and (project_path(p.out_root) / p.wide_size).is_dir() else None
     family_power_tests = power.design_tests(power_root, *PAGE_05_DESIGN, alpha=alpha)
 
     # Review (a): depth
@@ -170,7 +174,7 @@ def build(inputs: Inputs = Inputs()) -> Ledger:
     rows.append(beyond_reach("review-gain-590m-harness", link("04_statistics")))
     trend = statistics.trend("paper", **where)
     rows.append(review.trend_row(claims, trend, link("04_statistics", "04_paper_trend"), alpha))
-    rows.append(review.size_row(claims, size_tokens.gap_factors(out_root=p.out_root), review.paper_slope(trend),
+    rows.append(review.size_row(claims, gap_factors(p.out_root), review.paper_slope(trend),
                                 link("06_size_vs_tokens", "06_gap_factors"), alpha))
     # (g): what the gate costs in parameters
     out.shares = gate.share_table()
@@ -272,6 +276,14 @@ def build(inputs: Inputs = Inputs()) -> Ledger:
 
     out.table = claim_page.attach(verdicts.ledger(rows), claims.values())
     return out
+
+
+def gap_factors(out_root: str):
+    """Page 06's fit of the gap on size and tokens per parameter, or None where its grid has no runs."""
+    try:
+        return size_tokens.gap_factors(out_root=out_root)
+    except RuntimeError:  # no run of the grid under out_root (a quick build's folder)
+        return None
 
 
 def looped_reading():

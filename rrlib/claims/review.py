@@ -26,7 +26,9 @@ def depth_rows(claims: dict, depth_runs: pd.DataFrame | None, evidence: tuple[st
     """(a): the convex form at the deepest depth against the additive (paired by seed, Holm over the depths), and
     the additive form's loss at the shallowest depth minus the deepest (Welch: different models). Untested while
     the depth ablation's runs (``depth_runs``: rrlib.results.depth.depth_runs) are None."""
-    if depth_runs is None:
+    scored = None if depth_runs is None or "fixed_loss" not in depth_runs else \
+        pd.to_numeric(depth_runs["fixed_loss"], errors="coerce").notna()
+    if scored is None or not scored.any():  # no depth run with a held-out loss
         return [missing(claims[c], "02_runs") for c in DEPTH_CLAIMS]
     depth_runs = depth_runs.assign(size=depth_runs["n_layers"].map(lambda n: f"{n:02d} blocks"))
     convex = stats.compare(depth_runs[depth_runs["variant"].isin(["review", "review_convex"])], "fixed_loss",

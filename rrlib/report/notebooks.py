@@ -50,7 +50,8 @@ NOTEBOOKS = (
                     "claims_variants": ["standard", "review", "attnres", "attnres_block", "delta_attnres",
                                         "delta_attnres_block", "mgr"],
                     "depth_sizes": ["tiny"], "depth_seeds": [0, 1], "convert_size": "tiny", "convert_seeds": [0, 1],
-                    "train_missing": True, "gate_size": "tiny", "gate_windows": 4},
+                    "train_missing": True, "gate_size": "tiny", "gate_windows": 4,
+                    "exclude_sizes": []},
              requires="family", summary=True,
              # and the roots of the studies that answer the rows registered for the CPU's reach (their designs:
              # rrlib.studies.depth_reach_study, looped_reach_study), so their runs reach only this page's inputs

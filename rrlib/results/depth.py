@@ -76,7 +76,9 @@ def depth_runs(depths=None, variants=VARIANTS, seeds=None, out_root=OUT_ROOT) ->
     """Every run of the ablation that has a result file, one row each."""
     depths, seeds = design(depths, seeds)
     tables = [results_table(out_root, f"{DEPTH_PRESET}{L}") for L in depths]
-    runs = pd.concat([t[t["variant"].isin(variants) & t["seed"].isin(seeds)] for t in tables], ignore_index=True)
+    # a depth without runs gives an empty table, which would turn every column of the concatenation into objects
+    picked = [t[t["variant"].isin(variants) & t["seed"].isin(seeds)] for t in tables]
+    runs = pd.concat([t for t in picked if len(t)] or picked[:1], ignore_index=True)
     return runs.assign(sublayers=2 * runs["n_layers"])
 
 
