@@ -52,10 +52,9 @@ if "google.colab" in sys.modules:
 # %% [markdown]
 # # 0 · The claims ledger: which of the papers' claims hold here
 #
-# **Question.** Which headline claims of Review Residuals (Kramer 2026), Attention Residuals (Kimi), Delta Attention
-# Residuals (arXiv 2605.18855), Multi-Gate Residuals (arXiv 2605.23259), the looped-transformer scaling (arXiv
-# 2606.18524) and the family's older members (Highway networks, ReZero, LayerScale, HC, mHC) does the evidence here
-# support, contradict, leave undecided (and what could its designs have seen), or put out of its reach?
+# **Question.** Which headline claims of Review Residuals, Attention, Delta Attention and Multi-Gate Residuals, looped
+# scaling, Highway, ReZero, LayerScale, HC and mHC does the evidence here support, contradict, leave undecided, or
+# put out of its reach?
 
 # %% tags=["parameters"]
 out_root = "outputs/runs"  # the committed run folders (the depth ablation's and the family's results)
@@ -66,6 +65,8 @@ gate_size = "mini"  # page 01's trained Review run, whose gate the neutral-start
 gate_windows = 16  # the held-out windows page 01 reads that gate on
 local_out_root = "build/runs"  # where page 01's run is trained again when out_root keeps no weights
 exclude_sizes = None  # the sizes page 04 leaves off its scale axis (None: its default)
+loop_root = "outputs/looped_grid"  # page 05's looped study (the 200-step grid)
+power_loop_root = "outputs/looped_power"  # its powered design; None: the grid alone (a quick build)
 claims_size = "family"  # the size of this page's own runs
 claims_variants = None  # the methods probed; None means the family's (the preset of claims_size)
 claims_root = None  # the family retrained with its weights, and Review's gate halves; None: <out_root>/../claims
@@ -101,9 +102,8 @@ claims = built.table
 # %% [markdown]
 # ## The ledger
 #
-# One line per claim: its verdict, the effect signed so that positive is what the claim says with its 95 % interval,
-# and whether the design could have seen the paper's effect; under it the paper's words, the test, p with
-# Benjamini–Hochberg q, the registration and the evidence (`tables/07_claims.csv`). Then the forest plot.
+# One line per claim: its verdict, its effect (positive: what the claim says) with its 95 % interval and whether the
+# design could have seen the paper's effect; under it the words, test, q, registration and evidence. Then the forest.
 
 # %%
 summary_line = claim_page.counts(claims)

@@ -236,8 +236,9 @@ def test_the_ledger_reads_the_powered_looped_design_only_once_it_has_finished(mo
     from rrlib.claims import ledger
     from rrlib.results import looped, looped_power
 
-    monkeypatch.setattr(looped, "reading", lambda: "the 200-step study")
-    monkeypatch.setattr(looped_power, "reading", lambda: None)  # its runs not all finished
+    monkeypatch.setattr(looped, "reading", lambda root: "the 200-step study")
+    monkeypatch.setattr(looped_power, "reading", lambda root: None)  # its runs not all finished
     assert ledger.looped_reading() == ("the 200-step study", "05_looped", False)
-    monkeypatch.setattr(looped_power, "reading", lambda: "the powered design")
+    monkeypatch.setattr(looped_power, "reading", lambda root: "the powered design")
     assert ledger.looped_reading() == ("the powered design", "05_looped_power", True)
+    assert ledger.looped_reading("grid", None) == ("the 200-step study", "05_looped", False)  # a quick build

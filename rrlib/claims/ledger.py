@@ -64,6 +64,8 @@ class Inputs:
     alpha: float = 0.05
     margin: float = 0.02  # nats: the conversion's TOST margin, the recipe ablation's (page 04)
     exclude_sizes: tuple | None = None  # the sizes page 04 leaves off its scale axis; None: its default
+    loop_root: str = "outputs/looped_grid"  # page 05's looped study
+    power_loop_root: str | None = "outputs/looped_power"  # its powered design; None: the grid alone
     gate_size: str = "mini"  # page 01's trained Review run, whose gate the neutral-start claim reads
     gate_windows: int = 16  # held-out windows page 01 reads the gate on
     local_out_root: str = "build/runs"  # where page 01's run is trained again when its folder keeps no weights
@@ -253,7 +255,7 @@ def build(inputs: Inputs = Inputs()) -> Ledger:
                                  or family_gain_row("mgr-gain", "mgr"), board.gain_row(claims["mgr-gain"], "mgr")]))
     rows.append(beyond_reach("mgr-large-scale"))
     # the powered looped design reads alone once page 05 has all its runs; until then the 200-step study does
-    reading, looped_tables, powered = looped_reading()
+    reading, looped_tables, powered = looped_reading(p.loop_root, p.power_loop_root)
     rows += looped.ledger_rows(claims, reading.trainability, reading.transfer, reading.optima, powered,
                                link("05_related_methods", f"{looped_tables}_transfer",
                                     f"{looped_tables}_trainability"), alpha)
@@ -286,14 +288,14 @@ def gap_factors(out_root: str):
         return None
 
 
-def looped_reading():
+def looped_reading(loop_root: str = "outputs/looped_grid", power_loop_root: str | None = "outputs/looped_power"):
     """Page 05's looped reading the ledger judges: the powered design's once all its runs have finished (its reading
     is None before), else the 200-step study's; with the prefix of the tables the page shows it in, and whether it
     is the powered one."""
-    powered = looped_power.reading()
+    powered = looped_power.reading(power_loop_root) if power_loop_root else None
     if powered is not None:
         return powered, "05_looped_power", True
-    return looped_results.reading(), "05_looped", False
+    return looped_results.reading(loop_root), "05_looped", False
 
 
 def train(inputs: Inputs) -> None:

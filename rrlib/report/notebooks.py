@@ -51,7 +51,7 @@ NOTEBOOKS = (
                                         "delta_attnres_block", "mgr"],
                     "depth_sizes": ["tiny"], "depth_seeds": [0, 1], "convert_size": "tiny", "convert_seeds": [0, 1],
                     "train_missing": True, "gate_size": "tiny", "gate_windows": 4,
-                    "exclude_sizes": []},
+                    "exclude_sizes": [], "power_loop_root": None},
              requires="family", summary=True,
              # and the roots of the studies that answer the rows registered for the CPU's reach (their designs:
              # rrlib.studies.depth_reach_study, looped_reach_study), so their runs reach only this page's inputs
