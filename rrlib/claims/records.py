@@ -25,6 +25,8 @@ design         the study that answers it (registered with its design, before its
 registered     the commit or date the metric, test and margin were fixed
 status         registered, or exploratory: a later reading of a registered record (``follows`` names it), shown
                beside it; the registered record decides the verdict
+reader         the ledger's reader that makes the record's row from the study's results (rrlib.claims.readers: its
+               ``READERS``); every record of the package's file names one
 control        the studies that say what setting the verdict holds in (a positive control, a bracket of learning
                rates, a longer horizon), the rule by which each bears on the verdict, and when they were registered
 =============  ====================================================================================================
@@ -49,7 +51,7 @@ STATUSES = ("registered", "exploratory")
 SIDES = ("upper", "both")
 REQUIRED = ("id", "paper", "source", "where", "label", "kind", "metric", "test", "correction", "scope", "design",
             "registered", "status")
-OPTIONAL = ("quote", "paraphrase", "margin", "paper_effect", "needs", "follows", "control")
+OPTIONAL = ("quote", "paraphrase", "margin", "paper_effect", "needs", "follows", "control", "reader")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,6 +76,7 @@ class Claim:
     needs: dict | None = None
     follows: str | None = None
     control: str | None = None
+    reader: str | None = None
 
     @property
     def pending(self) -> bool:
