@@ -284,10 +284,29 @@ def test_only_a_study_that_compares_rules_takes_variants_and_never_into_the_proj
         done = study(argv)
         assert done.returncode == 2 and done.stderr.strip() == ("error: --variants and --out join your rules to a "
                                                                 "study that compares rules, with rrlib study run; "
-                                                                "valid choices: leaderboard")
+                                                                "valid choices: family, family_mini, "
+                                                                "review_power_micro, family_power_delta, "
+                                                                "family_power_mgr, review_power_mini, leaderboard")
     done = study(["run", "leaderboard", "--variants", "mine", "--out", "outputs/power/mine"])
     assert done.returncode == 2 and "lies in the project's outputs/" in done.stderr
     assert not (ROOT / "outputs" / "power" / "mine").exists()
+
+
+@pytest.mark.parametrize("name", [n for n, e in registry.STUDIES.items() if e.board is not None])
+def test_a_users_rule_joins_every_study_that_compares_rules_at_its_committed_runs(name):
+    """Each board names a baseline and rules whose committed runs lie where it reads them, at every seed it counts
+    (so a user's rule is ranked against the study's own runs), and a user's plan trains only the user's rule at the
+    board's size and seeds, into the user's folder."""
+    from rrlib.runs.sweep import results_table
+    from rrlib.studies.user_board import user_plan
+
+    board = registry.STUDIES[name].board
+    table = results_table(str(ROOT / board.runs), board.size)
+    done = {(v, s) for v, s in zip(table["variant"], table["seed"])}
+    for rule in [board.baseline, *board.rules()]:
+        assert {(rule, s) for s in range(board.seeds)} <= done, (name, rule)
+    [[job]] = user_plan(board, ["mine"], "build/mine").steps
+    assert set(job.runs) == {Run("build/mine/runs", board.size, "mine", s) for s in range(board.seeds)}
 
 
 @pytest.mark.parametrize("name", ["recipe_ablation", "claims_conversion", "looped_power", "highway_depth"])

@@ -187,6 +187,24 @@ def power_plan(name: str) -> Callable[[bool], Plan]:
     return plan
 
 
+def power_board(name: str) -> Board:
+    """A powered design as a board a user's rule joins: the design's rule and its other baselines against its first
+    baseline, at its size and seeds, read where the design keeps its runs."""
+    size, rule, baselines, seeds, _ = POWER_DESIGNS[name]
+    return Board(size, baselines[0], seeds, POWER_RUNS, lambda: [rule, *baselines[1:]])
+
+
+def preset_board(size: str) -> Board:
+    """A preset's grid as a board: its variants against standard at its seeds (seeds 0 to n - 1), its runs under
+    outputs/runs, trained with the preset's own settings."""
+    from ..runs.presets import load_preset
+
+    seeds = load_preset(size).seeds
+    if list(seeds) != list(range(len(seeds))):  # Board counts seeds from 0
+        raise ValueError(f"preset {size}'s seeds {seeds} do not run from 0; a board counts seeds 0 to n - 1")
+    return Board(size, "standard", len(seeds), RUNS, lambda: list(load_preset(size).variants))
+
+
 def leaderboard_plan(ready: bool) -> Plan:
     """Page 08's board: each rule's design within the budget (rrlib.studies.leaderboard_study.plan), then one call
     over every rule at all its seeds for the board, Holm over all its comparisons."""
@@ -233,17 +251,17 @@ def _entries() -> list[Entry]:
         Entry("recipe_ablation", "rrlib.runs.sweep", "page 04: rrlib's recipe against the paper's at mini",
               preset_sweeps(("mini_paper", "mini"), "outputs/recipe", seed_major=True)),
         Entry("family", "rrlib.runs.sweep", "page 05: every method of the family at micro's width",
-              preset_sweeps(("family",))),
+              preset_sweeps(("family",)), board=preset_board("family")),
         Entry("family_mini", "rrlib.runs.sweep", "page 05: the family at mini's width",
-              preset_sweeps(("family_mini",))),
+              preset_sweeps(("family_mini",)), board=preset_board("family_mini")),
         Entry("looped_grid", "rrlib.studies.looped_study", "page 05: the looped learning-rate study",
               looped_plan("grid")),
         Entry("looped_power", "rrlib.studies.looped_study", "page 05: the powered looped design",
               looped_plan("power")),
         Entry("power_pilot", "rrlib.studies.power_study", "pages 04, 05: the powered designs' pilot (seeds 0-3)",
               preset_sweeps(POWER_PILOT, POWER_RUNS, seeds=range(4), extra=("--device", "cpu"))),
-        *[Entry(n, "rrlib.studies.power_study", "pages 04, 05: a powered design through compare", power_plan(n))
-          for n in POWER_DESIGNS],
+        *[Entry(n, "rrlib.studies.power_study", "pages 04, 05: a powered design through compare", power_plan(n),
+                board=power_board(n)) for n in POWER_DESIGNS],
         Entry("claims_family", "rrlib.studies.claims_study", "page 07: the family retrained with its weights, probed",
               claims_plan("family")),
         Entry("claims_depth", "rrlib.studies.claims_study", "page 07: four rules at 8-24 blocks, probed",
