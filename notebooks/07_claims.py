@@ -86,7 +86,7 @@ figures_dir = None  # the report's figure folder; None shows figures without wri
 import pandas as pd
 from IPython.display import HTML, display
 
-from rrlib.claims import conversion, figures, gate, ledger as claims_ledger, mechanisms, page as claim_page, reach_rows
+from rrlib.claims import assemble as claims_ledger, conversion, figures, gate, mechanisms, page as claim_page, reach_rows
 from rrlib.views import plots, tables
 from rrlib.runs.arguments import seed_list
 from rrlib.studies import looped_reach_study
@@ -118,7 +118,7 @@ print(summary_line)
 # ## How each claim is tested
 #
 # Every number is read from files the code wrote: result and probe files under `outputs/` and the paper's run table,
-# through `rrlib.claims.ledger.build` (`rrlib.claims.ledger()` returns this table from the run folders alone). **One
+# through `rrlib.claims.assemble.build` (`rrlib.claims.ledger()` returns this table from the run folders alone). **One
 # verdict rule** turns each row's numbers into its word (`rrlib.stats.ledger.judge`, unit-tested on constructed
 # cases), at α = 0.05 on the p-value after the correction the row names:
 #

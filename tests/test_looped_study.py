@@ -233,7 +233,7 @@ def test_a_study_without_runs_has_its_base_grid_and_no_complete_seed():
 
 
 def test_the_ledger_reads_the_powered_looped_design_only_once_it_has_finished(monkeypatch):
-    from rrlib.claims import ledger
+    from rrlib.claims import assemble as ledger
     from rrlib.results import looped, looped_power
 
     monkeypatch.setattr(looped, "reading", lambda root: "the 200-step study")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..claims import ledger as claims_ledger, reach_rows
+from ..claims import assemble as claims_ledger, reach_rows
 from ..model import count_params
 from ..results import depth, family, leaderboard, looped, looped_power, power, size_tokens, statistics
 from ..runs.arguments import seed_list, variant_list
@@ -23,7 +23,7 @@ from .notebooks import NOTEBOOK_DIR, NOTEBOOKS, QUICK_SIZES, Notebook, parameter
 class Results:
     """Each page's result as the page draws it: the result functions of rrlib.results called with the page's
     parameters (its notebook's parameters cell, under what a build gave it: ``pages``, the parameters per notebook
-    name), and the claims ledger (``rrlib.claims.ledger``, from page 07's parameters), built once and kept. The
+    name), and the claims ledger (``rrlib.claims.assemble``, from page 07's parameters), built once and kept. The
     index's abstract and the README's and docs' blocks read these, never a page's table. Columns are the results'
     documented names; a result that does not exist yet (a design whose runs have not all finished) is None.
     ``built``: the notebooks whose pages the report holds (None: every one), the only ones the abstract speaks of."""
