@@ -36,6 +36,7 @@ from ..model import GPT
 from ..runs import loading
 from ..runs.config import run_folder
 from ..runs.presets import resolve_run
+from ..stats.digits import round_significant
 from ..studies import gates
 from . import result
 
@@ -154,13 +155,6 @@ def gate_tokens(size: str, seed: int = 0, n_windows: int = N_WINDOWS, out_root=O
     return gates.gate_table(model, _heldout(size, seed, n_windows, out_root))
 
 
-def _significant(x: float, digits: int = GATE_DIGITS) -> float:
-    """``x`` to ``digits`` significant digits, never into its integer part (as a page stores it)."""
-    if x == 0 or not np.isfinite(x):
-        return x
-    return round(float(x), max(0, digits - 1 - int(np.floor(np.log10(abs(x))))))
-
-
 @result(_run_roots)
 def gate_correlation(size: str, seed: int = 0, n_windows: int = N_WINDOWS, out_root=OUT_ROOT,
                      local_out_root=LOCAL_OUT_ROOT) -> pd.DataFrame:
@@ -168,7 +162,7 @@ def gate_correlation(size: str, seed: int = 0, n_windows: int = N_WINDOWS, out_r
     the state. Ranked on the stored values, so that it reads the same on another CPU."""
     tokens = gate_tokens(**_reading(size, seed, n_windows, out_root, local_out_root))
     for column in ("r_mean", "update_norm", "cosine"):
-        tokens[column] = tokens[column].map(_significant)
+        tokens[column] = tokens[column].map(lambda x: round_significant(x, GATE_DIGITS))
     rho = tokens.groupby("sublayer", sort=False)[["r_mean", "update_norm", "cosine"]].corr(method="spearman")
     return (rho.xs("r_mean", level=1)[["update_norm", "cosine"]]
             .rename(columns={"update_norm": "rho_update_norm", "cosine": "rho_cosine"}))

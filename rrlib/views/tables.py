@@ -28,6 +28,7 @@ import pandas as pd
 
 from ..runs.folders.disk import write_bytes_atomic
 from ..runs.config import project_path
+from ..stats import digits as digits_of
 
 MISSING = "–"
 SIGNIFICANT = 5  # more than any page quotes; a 6th digit would flip on another CPU about 10x as often
@@ -37,9 +38,7 @@ P_COLUMN = re.compile(r"^p$|_p$|^p_|^p \(|\bp$", re.I)  # p, welch_p, paired_p, 
 
 def round_significant(x: float, digits: int = SIGNIFICANT) -> float:
     """``x`` to ``digits`` significant digits, but never rounded into its integer part (12345.6 to 12346)."""
-    if _missing(x) or x == 0 or not math.isfinite(x):
-        return x
-    return round(float(x), max(0, digits - 1 - math.floor(math.log10(abs(x)))))
+    return digits_of.round_significant(x, digits)
 
 
 def rounded(data, digits: int = SIGNIFICANT):
