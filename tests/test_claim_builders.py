@@ -133,14 +133,14 @@ def test_a_family_claim_reads_the_powered_design_alone_once_it_has_finished():
 
 def test_every_row_waits_with_the_table_it_needs_named():
     assert [r["verdict"] for r in review.depth_rows(CLAIMS, None, ("e", "e"))] == \
-        ["untested: page table 02_runs.csv not built"] * 2
+        ["untested: no runs yet for the result it reads (02_runs)"] * 2
     assert len(review.paper_run_rows(CLAIMS, None, pd.DataFrame(), "e")) == len(review.PAPER_RUN_CLAIMS)
-    assert review.trend_row(CLAIMS, None, "e")["verdict"] == "untested: page table 04_paper_trend.csv not built"
+    assert review.trend_row(CLAIMS, None, "e")["verdict"] == "untested: no runs yet for the result it reads (04_paper_trend)"
     assert review.size_row(CLAIMS, None, np.nan, "e")["claim"] == CLAIMS["review-size-not-budget"].label
     assert review.no_gain_cpu_row(CLAIMS["review-no-gain-cpu"], None, [], None, None)["verdict"] == \
-        "untested: page table 04_ours_tests.csv not built"
+        "untested: no runs yet for the result it reads (04_ours_tests)"
     assert family.gain_over_standard(CLAIMS["hc-gain"], "hc", None, pd.DataFrame(), "family", "e")["verdict"] == \
-        "untested: page table 05_family_summary.csv not built"
+        "untested: no runs yet for the result it reads (05_family_summary)"
     waiting = looped.ledger_rows(CLAIMS, None, None, None, False, "e")
     assert [r["claim"] for r in waiting] == [CLAIMS[c].label for c in
                                              ("looped-trainability", "looped-transfer", "looped-contrast")]

@@ -35,8 +35,8 @@ def row(claim: Claim, test: str = "", verdict: str = "", *args, **kwargs) -> dic
 
 
 def missing(claim: Claim, table: str) -> dict:
-    """Untested: another page's table this row reads has not been built."""
-    return row(claim, "", ledger.untested(f"page table {table}.csv not built"), "")
+    """Untested: the result this row reads (shown on a page as ``table``) has no runs under the folders read."""
+    return row(claim, "", ledger.untested(f"no runs yet for the result it reads ({table})"), "")
 
 
 def unfinished(claim: Claim, what: str, done: int, planned: int, runs: tuple[int, int] | None = None) -> dict:

@@ -30,7 +30,7 @@ correction (``correction``: which comparisons Holm spans, or none for a claim th
     ("about 7 %")       contradicted   in the row (``holds``)
     any claim           out of reach   what it needs (a size beyond a CPU, model-parallel training, a measurement
                                        the study does not make), with no numbers
-                        untested       while the page's own inputs are missing (a table not built, runs not
+                        untested       while its inputs are missing (a result with no runs, runs not
                                        finished), or for a claim registered before its design has run
 
 A claim's verdict is its comparison's word, translated: ``judge`` reads the effect, p and margin test by
