@@ -76,15 +76,21 @@ def register(path: Path = REGISTER) -> dict[str, list[str]]:
         return {}
 
 
-def unchecked(claim, registered: dict[str, list[str]]) -> str | None:
+def unchecked(claim, registered: dict[str, list[str]] | None) -> str | None:
     """Why ``claim``'s words are not the paper's, or None: each piece is in its source where a copy is at hand, else
-    among the words registered for the record (a record not yet registered is checked by the texts alone)."""
+    among the words registered for the record. With no register (``None``: a file of records other than the
+    package's) the texts at hand are the only check; with one, words that neither a text nor the register vouches
+    for are refused, a record the register does not name among them (a new or renamed record is registered where
+    the texts are at hand, ``python -m rrlib.claims.records --register``)."""
     for source, words in sentences(claim):
         path = source_path(source)
         shown = words if len(words) <= 60 else words[:57] + "..."
         if path is not None:
             if not occurs(words, path.read_text(encoding="utf-8")):
                 return f"{shown!r} is not in {source}"
-        elif claim.id in registered and fingerprint(words) not in registered[claim.id]:
+        elif registered is not None and claim.id not in registered:
+            return (f"{shown!r} was never registered and no copy of {source} is at hand to check it (register the "
+                    f"record where the texts are: python -m rrlib.claims.records --register)")
+        elif registered is not None and fingerprint(words) not in registered[claim.id]:
             return f"{shown!r} is not what was registered from {source} (no copy of it is at hand to check)"
     return None

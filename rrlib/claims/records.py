@@ -108,10 +108,10 @@ class RecordError(ValueError):
     """A record that cannot be read as a claim."""
 
 
-def load(path: Path | str | None = None, registered: dict[str, list[str]] | None = None) -> list[Claim]:
+def load(path: Path | str | None = None, texts_only: bool = False) -> list[Claim]:
     """Every record of ``path``, checked (``check``), in the file's order; its words checked too (``checked``),
-    against the papers' texts at hand and the ``registered`` words (by default the package's register for its own
-    records, none for another file)."""
+    against the papers' texts at hand and, for the package's own records, the register (rrlib.claims.quotes), which
+    must vouch for every word no text at hand does; ``texts_only`` (as the register is written) skips it."""
     path = Path(path or RECORDS)
     try:
         entries = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -125,13 +125,11 @@ def load(path: Path | str | None = None, registered: dict[str, list[str]] | None
         raise RecordError(f"{path.name}: expected a list of claim records, found {type(entries).__name__}")
     claims = [record(entry, path.name, k) for k, entry in enumerate(entries)]
     check(claims, path.name)
-    if registered is None:
-        registered = quotes.register() if path == RECORDS else {}
-    checked(claims, path.name, registered)
+    checked(claims, path.name, quotes.register() if path == RECORDS and not texts_only else None)
     return claims
 
 
-def checked(claims: list[Claim], file: str, registered: dict[str, list[str]]) -> None:
+def checked(claims: list[Claim], file: str, registered: dict[str, list[str]] | None) -> None:
     """Each record's words are the paper's (rrlib.claims.quotes.unchecked), or one sentence names the record."""
     for c in claims:
         reason = quotes.unchecked(c, registered)
@@ -208,4 +206,4 @@ def check(claims: list[Claim], file: str) -> None:
 if __name__ == "__main__":  # python -m rrlib.claims.records --register: the words as they stand, checked first
     if sys.argv[1:] != ["--register"]:
         sys.exit("usage: python -m rrlib.claims.records --register (writes rrlib/claims/registered_words.json)")
-    register_words(load(registered={}))
+    register_words(load(texts_only=True))

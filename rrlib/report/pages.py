@@ -57,7 +57,8 @@ def publish(scratch: Path, out: Path, stem: str, mine, copied: dict[str, bytes])
 
     Every file is first written in full under a temporary name beside its place, and a folder the page only removes
     from is tried the same way; a write that fails (a read-only folder, a full disk) removes what was written and
-    raises, the report as it was. Only then is each renamed over its place and the page's old files removed."""
+    raises, the report as it was. Only then is each renamed over its place and the page's old files removed, what
+    was there kept aside until all have moved: a rename that fails puts every file back as it was, and raises."""
     written = {folder: [p for p in sorted((scratch / folder).glob(f"*{suffix}"))
                         if copied.get(p.name) != p.read_bytes()] for folder, suffix in FOLDERS.items()}
     moves = [(path, out / folder / path.name) for folder in FOLDERS for path in written[folder]]
@@ -80,10 +81,48 @@ def publish(scratch: Path, out: Path, stem: str, mine, copied: dict[str, bytes])
         for tmp, _ in staged:
             tmp.unlink(missing_ok=True)
         raise
-    for tmp, target in staged:
-        os.replace(tmp, target)
-    for old in gone:
-        old.unlink()  # the page no longer writes it
+    kept = []  # (a file of the report, what it was before this page, or None where there was none)
+    try:
+        for tmp, target in staged:
+            kept.append((target, _kept_aside(target) if target.exists() else None))
+            os.replace(tmp, target)
+        for old in gone:  # the page no longer writes it
+            aside = _aside(old)
+            os.replace(old, aside)
+            kept.append((old, aside))
+    except BaseException:
+        for target, before in reversed(kept):
+            if before is None:
+                target.unlink(missing_ok=True)
+            elif target.exists() and os.path.samefile(before, target):
+                # its own rename failed, so the old file is still there: renaming one of a file's names onto
+                # another does nothing (POSIX), so the second name is removed instead
+                before.unlink()
+            else:
+                os.replace(before, target)
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+        raise
+    for _, before in kept:
+        if before is not None:
+            before.unlink()
+
+
+def _aside(path: Path) -> Path:
+    """Where ``path``'s old version waits while a page is published: beside it, under a name no page globs for."""
+    return tmp_beside(path).with_suffix(".old")
+
+
+def _kept_aside(path: Path) -> Path:
+    """A second name for ``path``'s file (a hard link; a copy where the disk has none), so that renaming a new file
+    over ``path`` can be undone; that name."""
+    aside = _aside(path)
+    aside.unlink(missing_ok=True)  # left by a build that was killed while it published
+    try:
+        os.link(path, aside)
+    except OSError:
+        shutil.copyfile(path, aside)
+    return aside
 
 
 def _staged(target: Path, data: bytes) -> Path:

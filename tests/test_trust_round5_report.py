@@ -1,0 +1,136 @@
+"""What the report publishes is what was checked: a page's files move into the report all or nothing, also when a
+rename fails half-way through (every file put back as it was), and a claim record's words reach page 07 only where a
+text at hand or the register vouches for them (a record the register does not name is refused where no copy of its
+paper is at hand, before any page runs)."""
+import os
+
+import pytest
+
+from rrlib.claims import records
+from rrlib.report import pages
+
+OLD = {"tables/03_family_results.csv": b"old\n", "tables/03_family_mini_results.csv": b"mini\n",
+       "figures/03_family_gone.png": b"old png", "03_sweep_family.html": b"old page",
+       "03_sweep_family.reader.html": b"old reader page"}
+NEW = {"tables/03_family_results.csv": b"new\n", "tables/03_family_mini_results.csv": b"mini\n",
+       "figures/03_family_loss_curves.png": b"new png", "03_sweep_family.html": b"new page",
+       "03_sweep_family.reader.html": b"new reader page"}
+
+
+def files(folder):
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def page_ready(tmp_path):
+    """A report holding the family page's files and another size's table, and the family page built in scratch."""
+    out, scratch = tmp_path / "paper", tmp_path / "scratch"
+    for folder, contents in ((out, OLD), (scratch, NEW)):
+        for name, body in contents.items():
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_bytes(body)
+    (scratch / "figures").mkdir(exist_ok=True)
+    copied = {"03_family_mini_results.csv": b"mini\n"}  # another page's table, copied into scratch for the page
+    return out, scratch, copied
+
+
+def publish(out, scratch, copied):
+    mine = pages.owned_by(pages.page_prefix("03", "family"), pages.size_prefixes("03", ["family", "family_mini"]))
+    pages.publish(scratch, out, "03_sweep_family", mine, copied)
+
+
+def test_a_page_whose_rename_fails_half_way_puts_every_file_of_the_report_back(tmp_path, monkeypatch):
+    """The k-th rename into the report fails (a folder made read-only while the page ran), for every k: the report
+    holds exactly what it held, nothing left beside it; once no rename fails, the page is published whole."""
+    rename = os.replace
+    for k in range(1, 20):
+        out, scratch, copied = page_ready(tmp_path / str(k))
+        calls = []
+
+        def replace_failing_the_kth(source, target):
+            calls.append(target)
+            if len(calls) == k:
+                raise PermissionError(13, "Permission denied", str(target))
+            rename(source, target)
+
+        monkeypatch.setattr(pages.os, "replace", replace_failing_the_kth)
+        try:
+            publish(out, scratch, copied)
+        except PermissionError:
+            assert files(out) == OLD, f"rename {k} failed and the report changed"
+            continue
+        finally:
+            monkeypatch.setattr(pages.os, "replace", rename)
+        assert k > 3 and files(out) == NEW
+        break
+    else:
+        pytest.fail("publish never succeeded")
+
+
+def test_a_page_published_whole_leaves_nothing_beside_the_report_s_files(tmp_path):
+    out, scratch, copied = page_ready(tmp_path)
+    publish(out, scratch, copied)
+    assert files(out) == NEW
+
+
+def records_with(tmp_path, monkeypatch, text):
+    """The package's own records, as ``text``, where no copy of the papers is at hand (a user's clone)."""
+    monkeypatch.delenv("RRLIB_PAPERS", raising=False)
+    monkeypatch.delenv("RRLIB_REVIEW_TEX", raising=False)
+    copy = tmp_path / "records.yaml"
+    copy.write_text(text, encoding="utf-8")
+    monkeypatch.setattr(records, "RECORDS", copy)
+    return copy
+
+
+UNREGISTERED = """- id: rezero-wins-everywhere
+  paper: ReZero
+  source: arXiv:2003.04887
+  where: Abstract
+  quote: ReZero converges faster than every other residual at every depth.
+  label: ReZero wins everywhere
+  kind: direction
+  metric: m
+  test: t
+  correction: none
+  scope: this harness at CPU scale
+  design: pending
+  registered: 2026-12-07
+  status: registered
+"""
+
+
+def test_a_record_the_register_does_not_name_is_refused_where_no_copy_of_its_paper_is_at_hand(tmp_path,
+                                                                                               monkeypatch):
+    text = records.RECORDS.read_text(encoding="utf-8")
+    copy = records_with(tmp_path, monkeypatch, text + UNREGISTERED)
+    with pytest.raises(records.RecordError, match="rezero-wins-everywhere: 'ReZero converges faster.*never registered"):
+        records.load(copy)
+    assert records.load(copy, texts_only=True)[-1].id == "rezero-wins-everywhere"  # as the register is written
+
+
+def test_a_renamed_record_with_a_changed_quote_is_refused_where_no_copy_of_its_paper_is_at_hand(tmp_path,
+                                                                                               monkeypatch):
+    """Its new id escapes the register's words for its old one: the register vouches for no words of it."""
+    text = records.RECORDS.read_text(encoding="utf-8")
+    quote = "higher-contrast attention distributions (max weight ${\\approx}$0.6)"
+    start = text.index(quote)
+    id_at = text.rindex("- id: ", 0, start)
+    old_id = text[id_at + 6:text.index("\n", id_at)].strip()
+    changed = text[:id_at] + text[id_at:start].replace(old_id, "renamed-record", 1) + \
+        text[start:].replace(quote, quote.replace("0.6", "0.9"), 1)
+    copy = records_with(tmp_path, monkeypatch, changed)
+    with pytest.raises(records.RecordError, match="renamed-record: .*never registered"):
+        records.load(copy)
+
+
+def test_the_report_publishes_no_unregistered_record_and_runs_no_page(tmp_path, monkeypatch, capsys):
+    from rrlib.__main__ import main
+    from rrlib.report import build
+
+    records_with(tmp_path, monkeypatch, records.RECORDS.read_text(encoding="utf-8") + UNREGISTERED)
+    monkeypatch.setattr(build, "execute", lambda *a, **k: pytest.fail("a notebook was executed"))
+    out = tmp_path / "paper"
+    status = main(["report", "--only", "07_claims", "--force", "--out", str(out), "--build", str(tmp_path / "b")])
+    err = capsys.readouterr().err
+    assert status == 2 and err.startswith("error: records.yaml: rezero-wins-everywhere") and not out.exists(), err
+    assert len(err.strip().splitlines()) == 1
