@@ -80,6 +80,8 @@ def ledger_html(df: pd.DataFrame) -> str:
             ("Test:", html.escape(str(r["test"]) or "–")),
             ("Statistics:", "; ".join(ps) or "–"),
             ("Kind, scope:", html.escape(f"{r['kind']}; {r['scope']}")),
+            *((("Holds in, and its controls:", html.escape(str(r["setting"]))),) if pd.notna(r.get("setting"))
+              else ()),
             ("Registered:", html.escape(f"{r['registered']} ({r['status']})")),
             ("Evidence:", _links(r["evidence"]) or "–")))
         cells = (f"<b>{html.escape(r['paper'])}</b>: {html.escape(r['claim'])}<details><summary>the paper's words, "

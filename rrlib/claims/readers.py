@@ -21,7 +21,7 @@ from rrlib.stats import ledger as verdicts
 from rrlib.results import depth, mechanism
 from rrlib.studies import claims_study, looped_reach_study
 
-from . import board, conversion, family as family_rows, gate, looped, mechanisms, reach_rows, review
+from . import board, controls, conversion, family as family_rows, gate, looped, mechanisms, reach_rows, review
 from . import rows as claim_rows
 from .context import Context, gap_factors, looped_reading
 from .rows import link
@@ -139,6 +139,25 @@ def reach(claim, c: Context, study: str, read: str, *arguments) -> dict:
     """A reach study's reading (``read``, one of ``REACH_READS``) of its registered design."""
     return REACH_READS[read](claim, looped_reach_study.REACH[study], *arguments, c.reach_designs[study], REACH_LINK,
                              alpha=c.alpha)
+
+
+CONTROLS = {  # each controlled record's control readings and the setting its verdict holds in (rrlib.claims.controls)
+    "highway": lambda row, a: (controls.highway(a), controls.settings(
+        looped_reach_study.REACH["highway_depth"], "the unigram threshold (0.05 nats below the sample's entropy)")),
+    "rezero": lambda row, a: (controls.rezero(a), controls.settings(
+        looped_reach_study.REACH["rezero_speed"], "the pre-norm standard", 4e-3)),
+    "layerscale": lambda row, a: (controls.layerscale(row["effect"], a), controls.settings(
+        looped_reach_study.REACH["layerscale_depth"], "the pre-norm standard")),
+}
+
+
+@reader("reach_controlled")
+def reach_controlled(claim, c: Context, study: str, read: str, controlled: str) -> dict:
+    """A reach study's reading with the control studies registered for it (``controlled``, one of ``CONTROLS``):
+    a control that fails makes a decided row inconclusive; otherwise the row names the setting it holds in."""
+    row = reach(claim, c, study, read)
+    readings, setting = CONTROLS[controlled](row, c.alpha)
+    return controls.apply(row, readings, setting)
 
 
 @reader("reach_speed_at")

@@ -71,7 +71,7 @@ VERDICTS = ("supported", "contradicted", "inconclusive", "out of reach", "untest
 CLAIMED = {"better": "supported", "worse": "contradicted", "equivalent": "supported"}
 KINDS = ("directional", "null", "equivalence", "measured")
 COLUMNS = ["paper", "claim", "test", "correction", "effect", "ci_low", "ci_high", "p", "paper_effect", "detectable",
-           "margin", "verdict", "evidence"]
+           "margin", "verdict", "evidence", "setting"]  # setting: what a controlled verdict holds in (claims.controls)
 NO_CORRECTION = "none: every part must hold (the largest p)"
 OWN_RUNS = "the paper's own runs"  # a record's scope where the paper's effect is the tested data's own estimate
 NO_POWER = "the paper's own runs: its effect is this data's estimate, so no power statement"
