@@ -54,8 +54,19 @@ class Job:
             self.product is None or project_path(self.product).exists())
 
     def shard(self, k: int, n: int) -> "Job":
-        return Job(f"{self.name}-{k}of{n}", (*self.argv, "--shard", f"{k}/{n}"), self.runs[k::n], False,
-                   None, self.minutes)
+        """The call's k-th of n shards, holding the runs that ``--shard k/n`` trains: every n-th run of a sweep's
+        grid, and for compare each run whose seed's place plus its rule's place is k modulo n (rrlib.compare.engine's
+        train), so that a shard is judged by its own runs and a rerun after a kill finishes them."""
+        share = compare_share(self.runs, k, n) if self.argv[0] == "compare" else self.runs[k::n]
+        return Job(f"{self.name}-{k}of{n}", (*self.argv, "--shard", f"{k}/{n}"), share, False, None, self.minutes)
+
+
+def compare_share(runs: tuple, k: int, n: int) -> tuple:
+    """The runs of a compare call (seed-major over its rules, the variants then the baselines) that its shard k/n
+    trains: each run belongs to one shard for good, by its seed's place plus its rule's place, modulo n."""
+    seeds = {s: j for j, s in enumerate(dict.fromkeys(r.seed for r in runs))}
+    rules = {v: i for i, v in enumerate(dict.fromkeys(r.variant for r in runs))}
+    return tuple(r for r in runs if (seeds[r.seed] + rules[r.variant]) % n == k)
 
 
 @dataclass

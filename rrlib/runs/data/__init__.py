@@ -203,7 +203,11 @@ def iter_stories(path: str | os.PathLike, max_stories: int | None = None) -> Ite
 
 
 def checked_file(path: str | os.PathLike) -> Path:
-    path = Path(path).resolve()
+    try:
+        path = Path(path).resolve()
+    except (OSError, RuntimeError) as err:  # a loop of links (RuntimeError before Python 3.13), a name too long
+        raise DataError(f"data file {path} cannot be looked at ({getattr(err, 'strerror', None) or err}); pass "
+                        f"data_path/val_path to a local {', '.join(FILE_FORMATS)} file") from None
     if path.is_dir():
         raise DataError(f"data file {path} is a folder; pass data_path/val_path to one local "
                         f"{', '.join(FILE_FORMATS)} file in it")

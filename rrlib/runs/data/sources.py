@@ -25,6 +25,11 @@ give back, so a train cut is judged by its stories. Whether the hub's first stor
 cannot be checked without a connection. A cut whose stories differ is used all the same, with a warning: a run
 records where its data came from (``data_source``) and the hash of its tokens (``data_hash``), so runs on other
 stories show it at once and are never taken for the committed ones (rrlib.runs.folders compares ``data_hash``).
+A fetched cut's ``data_source`` follows its stories' hash, not the record beside it (which anyone can rewrite): the
+hub's name for the sample's stories, and "unrecorded stories" with their hash for any other.
+
+An earlier cut that cannot be used offline is named as what it is, with its file: not there, there but cut short
+or changed (its size or hash is not the one recorded when it was fetched), or there without a record of it.
 
 GPT-2's BPE comes from a folder (``gpt2_dir``, ``$RRLIB_GPT2_DIR`` or ``$RRLIB_DATA/gpt2``) whose two files must
 hash to the SHA-256 that tiktoken itself checks, else through tiktoken's own download, which checks them too
@@ -88,33 +93,60 @@ def locate(path: str | os.PathLike, cache_dir) -> tuple[Path, str | None]:
     fetched = Path(cache_dir) / "data" / sample.folder / path.name
     if not _fetched_intact(fetched):
         _fetch_cut(path.name, sample, fetched)
-    where = f"{HUB_DATASET} ({sample.split}, first {sample.stories:,} stories) through datasets"
-    if (found := stories_hash(iter_stories(fetched))) != sample.stories_sha256:  # said in the label, not only once
-        where += f", other stories than rrlib's sample (their SHA-256 {found[:16]}…)"
-    return fetched, where
+    return fetched, content_label(sample, stories_hash(iter_stories(fetched)))
+
+
+def content_label(sample: Sample, found: str) -> str:
+    """Where a cut's stories come from, by their hash ``found``: the hub's sample where it is the one recorded,
+    else stories rrlib has no record of (their hash named), whatever the cut's record says of its origin."""
+    if found == sample.stories_sha256:
+        return f"{HUB_DATASET} ({sample.split}, first {sample.stories:,} stories) through datasets"
+    return (f"unrecorded stories (their SHA-256 {found[:16]}…; rrlib's {sample.split} sample's is "
+            f"{sample.stories_sha256[:16]}…)")
 
 
 def _record(fetched: Path) -> Path:
     return fetched.with_name(fetched.name + ".json")
 
 
-def _damage(fetched: Path) -> str | None:
-    """What is wrong with an earlier cut that is there but not intact, in words; None where there is none."""
-    if not fetched.exists():
-        return None
+def _recorded(fetched: Path) -> dict | None:
+    """The record written beside a cut when it was fetched (its SHA-256, and its size in bytes where recorded);
+    None where there is none that can be read."""
     try:
-        json.loads(_record(fetched).read_text(encoding="utf-8"))["sha256"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return f"the earlier cut {fetched} has no readable record of the hash it had when fetched"
-    return f"the earlier cut {fetched} is not the file that was fetched (cut short or changed since)"
+        record = json.loads(_record(fetched).read_text(encoding="utf-8"))
+        return record if isinstance(record, dict) and isinstance(record.get("sha256"), str) else None
+    except (OSError, ValueError):
+        return None
+
+
+def _damage(fetched: Path) -> str:
+    """Why an earlier cut cannot be used, in words naming its file: not there, there but not a recorded cut, or
+    there but cut short or changed since it was fetched."""
+    try:
+        there = fetched.is_file()
+        size = fetched.stat().st_size if there else None
+    except OSError:  # a loop of links, a folder that cannot be read
+        there, size = False, None
+    if not there:
+        return f"{NOT_HERE} (no earlier cut at {fetched})"
+    record = _recorded(fetched)
+    if record is None:
+        return (f"the earlier cut {fetched} is not a recorded cut (it has no readable record {_record(fetched).name} "
+                f"of the hash it had when fetched)")
+    recorded_size = record.get("bytes")
+    if isinstance(recorded_size, int) and recorded_size != size:
+        return (f"the earlier cut {fetched} is not the file that was fetched: it holds {size:,} bytes where "
+                f"{recorded_size:,} were fetched (cut short or changed since)")
+    return (f"the earlier cut {fetched} is not the file that was fetched: its SHA-256 is not the "
+            f"{record['sha256'][:16]}… recorded when it was fetched (changed since)")
 
 
 def _fetched_intact(fetched: Path) -> bool:
     """Whether an earlier cut is here with the bytes it had when fetched."""
+    record = _recorded(fetched)
     try:
-        recorded = json.loads(_record(fetched).read_text(encoding="utf-8"))["sha256"]
-        return fetched.is_file() and sha256_of(fetched) == recorded
-    except (OSError, ValueError, KeyError, TypeError):
+        return record is not None and fetched.is_file() and sha256_of(fetched) == record["sha256"]
+    except OSError:
         return False
 
 
@@ -157,14 +189,14 @@ def _fetch_cut(name: str, sample: Sample, fetched: Path) -> None:
     """Cut the sample from the hub into ``fetched`` (atomically), with a record of its hash; a warning where its
     stories are not the recorded sample's."""
     # before anything is written; offline, an earlier cut that is there but damaged is named as such
-    body = hub_cut(sample.split, sample.stories, sample.normalised, _damage(fetched) or NOT_HERE)
+    body = hub_cut(sample.split, sample.stories, sample.normalised, _damage(fetched))
     sha256 = hashlib.sha256(body).hexdigest()
     try:
         fetched.parent.mkdir(parents=True, exist_ok=True)
         write_bytes_atomic(fetched, body)
-        write_bytes_atomic(_record(fetched), (json.dumps({"sha256": sha256, "source": HUB_DATASET,
-                                                          "split": sample.split, "stories": sample.stories},
-                                                         sort_keys=True) + "\n").encode())
+        record = {"sha256": sha256, "bytes": len(body), "source": HUB_DATASET, "split": sample.split,
+                  "stories": sample.stories}
+        write_bytes_atomic(_record(fetched), (json.dumps(record, sort_keys=True) + "\n").encode())
     except OSError as err:
         raise DataError(f"cannot write {fetched} ({err.strerror or err}); set data.cache_dir to a folder you can "
                         f"write") from None
