@@ -42,9 +42,9 @@ import sys
 from pathlib import Path
 
 from ..parsing import RULES_VARIABLE as ENV
-from .import_guard import changes, restore, snapshot
+from .import_guard import changes, preload, restore, snapshot
 from .protocol import RULES, SOURCES, ConfigError
-from .rule_code import code_hash
+from .rule_code import code_hash, names_imported_by
 
 ENTRY_POINTS = __package__  # the group is named after this package: "rrlib.rules"
 _LOADED: dict[str, list[str]] = {}  # what each spec loaded (by its resolved path or module name): loaded once
@@ -69,7 +69,7 @@ def load_rules(spec: str) -> list[str]:
     if path is None:
         names = _registered(spec, f"module {spec}", lambda: _import_module(spec))
     else:
-        names = _registered(str(path.resolve()), f"file {path.name}", lambda: _load_file(path, spec))
+        names = _registered(str(path.resolve()), f"file {path.name}", lambda: _load_file(path, spec), path)
     for name in names:
         GIVEN[name] = spec
     return names
@@ -83,11 +83,15 @@ def _file_of(spec: str) -> Path | None:
     return path if as_file else None
 
 
-def _registered(key: str, origin: str, load) -> list[str]:
-    """Run ``load`` once per ``key``; the rule names it registered, each recorded as coming from ``origin``."""
+def _registered(key: str, origin: str, load, path: Path | None = None) -> list[str]:
+    """Run ``load`` once per ``key``; the rule names it registered, each recorded as coming from ``origin``. For a
+    rule file (``path``), the torch and rrlib modules it imports are imported first, so that the guard sees them as
+    they were before the file ran."""
     if key in _LOADED:
         return _LOADED[key]
     before = set(RULES)
+    if path is not None and path.is_file():
+        preload(names_imported_by(path))
     clean = snapshot()
     try:
         load()
@@ -97,7 +101,8 @@ def _registered(key: str, origin: str, load) -> list[str]:
                               f"{'; '.join(settings)}), which would change every run beside them under the same "
                               f"fingerprint; set it inside the rule's own code, not at import")
         if replaced:
-            raise ConfigError(f"the rules of {origin} replace functions that every run calls as they import "
+            raise ConfigError(f"the rules of {origin} replace functions that every run calls (or values it reads) "
+                              f"as they import "
                               f"({', '.join(replaced[:4])}{' and more' if len(replaced) > 4 else ''}), which would "
                               f"change every run beside them under the same fingerprint; call your own function "
                               f"inside the rule instead")

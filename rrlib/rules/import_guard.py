@@ -8,12 +8,22 @@ also produces. So the loader (rrlib.rules.external) takes a ``snapshot`` before 
 
 Settings: the ones below (``SETTINGS``), each with how to read and set it. Functions: every function, class and
 module bound in a module of torch, of rrlib or of ``math`` (and every method of a class defined there), compared by
-identity. Importing more of torch rebinds a few of its own (``torch.manual_seed`` wrapped by dynamo), so a value
-replaced by one whose code lies inside the same package is torch's own doing and not a change; a value from
-anywhere else (a lambda, ``functools.partial``, a function of the rule file) is.
+identity; a method set on such a class where it had only inherited one (``torch.Tensor.softmax``, inherited from
+torch's C base class; ``torch.optim.AdamW.step``, Adam's) replaces it too. Values: every other name bound in a
+module of rrlib (``rrlib.model.NORM_EPS``), compared by value. Importing more of torch rebinds a few of its own
+(``torch.manual_seed`` wrapped by dynamo), so a value replaced by one whose code lies inside the same package is
+torch's own doing and not a change; a value from anywhere else (a lambda, ``functools.partial``, a function of the
+rule file) is.
+
+Refused, not recorded: a process-wide fingerprint would have to reach every run folder and result a process
+writes, and reused runs would still be read beside the changed ones; refusing keeps one meaning per fingerprint
+with one check at the loader. Not seen: a kernel registered with torch's dispatcher (``torch.library``) and a change
+made inside a mutable value without rebinding it.
 """
 from __future__ import annotations
 
+import contextlib
+import importlib
 import inspect
 import sys
 import types
@@ -22,6 +32,7 @@ from pathlib import Path
 import torch
 
 ROOTS = ("torch", "rrlib", "math")  # the packages whose functions a run calls
+VALUES_OF = ("rrlib",)  # the packages whose other module-level names (constants) a run reads
 
 
 def _set_device(device) -> None:
@@ -80,56 +91,105 @@ def restore_torch_state(state: dict) -> None:
             write(state[name])
 
 
-def functions() -> dict:
-    """{(id(owner), name): (owner, value)} for every function, class and module bound in a module of ``ROOTS``, and every method
-    of a class defined there (read from the class's own ``__dict__``: no descriptor runs)."""
-    bound = {}
+def functions() -> tuple[dict, dict]:
+    """({(id(owner), name): (owner, value)} for every function, class and module bound in a module of ``ROOTS``,
+    every method of a class defined there (read from the class's own ``__dict__``: no descriptor runs) and, in a
+    module of ``VALUES_OF``, every other name; {id(class): (class, its own names)} for those classes, so that a
+    method set where one was only inherited is seen)."""
+    bound, classes = {}, {}
     for module_name, module in list(sys.modules.items()):
-        if module_name.partition(".")[0] not in ROOTS or not isinstance(module, types.ModuleType):
+        root = module_name.partition(".")[0]
+        if root not in ROOTS or not isinstance(module, types.ModuleType):
             continue
         for name, value in list(vars(module).items()):
             if issubclass(type(value), type):  # not isinstance: it may read a deprecated object's __class__
                 bound[(id(module), name)] = (module, value)
                 if vars(value).get("__module__") == module_name:
+                    classes[id(value)] = (value, frozenset(vars(value)))
                     for attribute, member in list(vars(value).items()):
                         if _code_like(member):
                             bound[(id(value), attribute)] = (value, member)
-            elif _code_like(value):
+            elif _code_like(value) or (root in VALUES_OF and not name.startswith("__")):
                 bound[(id(module), name)] = (module, value)
-    return bound
+    return bound, classes
 
 
 def _code_like(value) -> bool:
     return callable(value) or issubclass(type(value), (staticmethod, classmethod, property, types.ModuleType))
 
 
-def snapshot() -> tuple[dict, dict]:
-    return torch_state(), functions()
+def preload(names) -> None:
+    """Import each module of ``ROOTS`` among ``names`` (or, for a name that is no module, ``from rrlib import GPT``,
+    its package's attribute) before the snapshot: a module the rule file is the first to import would otherwise
+    enter the snapshot only after the file had changed it. The file imports them anyway; one that fails to import
+    is left for the file's own import to report."""
+    for name in names:
+        if name.partition(".")[0] not in ROOTS:
+            continue
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            package, _, attribute = name.rpartition(".")
+            with contextlib.suppress(Exception):
+                getattr(importlib.import_module(package), attribute)
+        except Exception:  # noqa: BLE001 - the file's own import says what fails, in its words
+            pass
 
 
-def changes(before: tuple[dict, dict]) -> tuple[list[str], list[str]]:
-    """(settings changed since ``before``, as 'NAME from A to B'; functions replaced or removed, by name)."""
-    state, bound = before
+def snapshot() -> tuple[dict, dict, dict]:
+    return torch_state(), *functions()
+
+
+def changes(before: tuple[dict, dict, dict]) -> tuple[list[str], list[str]]:
+    """(settings changed since ``before``, as 'NAME from A to B'; functions and values replaced or removed, and
+    inherited methods overridden, by name)."""
+    state, bound, classes = before
     after = torch_state()
     settings = [f"{name} from {state[name]!r} to {after[name]!r}" for name in state if after[name] != state[name]]
     replaced = []
     for (_, name), (owner, value) in bound.items():
         now = vars(owner).get(name, _MISSING)
-        if now is not value and not _own_doing(owner, now):
+        if now is not value and not _same_value(now, value) and not _own_doing(owner, now):
             replaced.append(f"{_owner_name(owner)}.{name}")
+    replaced += [f"{_owner_name(cls)}.{name}" for cls, name in _overridden(classes)]
     return settings, replaced
 
 
 _MISSING = object()
+PLAIN = (int, float, complex, str, bytes, bool, type(None))  # a value of these is the same where it is equal
 
 
-def restore(before: tuple[dict, dict]) -> None:
-    """Put back every setting and function changed since ``before``."""
-    state, bound = before
+def _same_value(now, value) -> bool:
+    """Whether a rebound module-level value is still the same (``NORM_EPS = 1e-5`` again): plain values compared by
+    value, in their own type (1 is not 1.0 nor True), everything else only by identity."""
+    if isinstance(value, tuple) and type(now) is tuple and len(now) == len(value):
+        return all(a is b or _same_value(a, b) for a, b in zip(now, value))
+    return type(now) is type(value) and isinstance(value, PLAIN) and now == value
+
+
+def _overridden(classes: dict) -> list[tuple[type, str]]:
+    """(class, name) for each method set on a class of ``classes`` since its snapshot, where it had inherited one."""
+    found = []
+    for cls, names in classes.values():
+        for name in set(vars(cls)) - names:
+            member = vars(cls)[name]
+            inherited = any(name in vars(base) for base in cls.__mro__[1:])
+            if inherited and _code_like(member) and not _own_doing(cls, member):
+                found.append((cls, name))
+    return found
+
+
+def restore(before: tuple[dict, dict, dict]) -> None:
+    """Put back every setting, function and value changed since ``before`` (those ``changes`` names: torch's own
+    rebinding stays), and take away the methods set over inherited ones."""
+    state, bound, classes = before
     restore_torch_state(state)
     for (_, name), (owner, value) in bound.items():
-        if vars(owner).get(name, _MISSING) is not value:
+        now = vars(owner).get(name, _MISSING)
+        if now is not value and not _same_value(now, value) and not _own_doing(owner, now):
             setattr(owner, name, value)
+    for cls, name in _overridden(classes):
+        delattr(cls, name)
 
 
 def _owner_name(owner) -> str:
@@ -152,7 +212,8 @@ def _own_doing(owner, value) -> bool:
     home = Path(getattr(root, "__file__", "") or "").parent
     if not getattr(root, "__file__", None):
         return False
-    for candidate in (value, getattr(value, "__func__", None), getattr(value, "fget", None)):
+    for candidate in (value, getattr(value, "__func__", None), getattr(value, "fget", None),
+                      getattr(value, "func", None)):  # a method, a property, a functools.partial
         if candidate is None:
             continue
         try:

@@ -66,11 +66,25 @@ def imported_files(module) -> dict[str, str]:
     root = _root(path, package)
     if root is None:
         return {}
-    found, queue = {}, [(path, package)]
+    return _walk(path, package, root)[0]
+
+
+def names_imported_by(path: Path) -> list[str]:
+    """Every module name that the rule file ``path`` and the modules of its folder it imports (at any depth) name
+    in an import statement: what the file may change as it imports (rrlib.rules.import_guard)."""
+    path = path.resolve()
+    return _walk(path, "", path.parent)[1]
+
+
+def _walk(path: Path, package: str, root: Path) -> tuple[dict[str, str], list[str]]:
+    """({path inside ``root``: SHA-256} of every module of ``root`` that ``path`` imports, at any depth; every
+    module name their import statements name)."""
+    found, names, queue = {}, [], [(path, package)]
     done = {path}
     while queue:
         file, package = queue.pop()
         for name in _imported_names(file, package):
+            names.append(name)
             located = _locate(name)
             if located is None or located in done or not _inside(located, root):
                 continue
@@ -78,7 +92,7 @@ def imported_files(module) -> dict[str, str]:
             found[located.relative_to(root).as_posix()] = hashlib.sha256(located.read_bytes()).hexdigest()
             if located.suffix == ".py":
                 queue.append((located, name if located.name == "__init__.py" else name.rpartition(".")[0]))
-    return found
+    return found, list(dict.fromkeys(names))
 
 
 def _file(module) -> Path | None:

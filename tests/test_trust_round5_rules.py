@@ -1,0 +1,97 @@
+"""A rule file may not change what every run computes, however it goes about it: a method set on a torch class over
+an inherited one, a constant of rrlib rebound (also where the file is the first to import its module), a patch made
+as the rule's model is built. Each is refused in one sentence before any run, everything put back; an import that
+changes nothing is not refused."""
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+pytestmark = pytest.mark.usefixtures("registry_as_it_was")
+TINY = ["--size", "tiny", "--steps", "2", "--set", "train.eval_every=2", "--set", "train.fixed_eval_tokens=2048",
+        "--set", "train.paper_eval_batches=1", "--no-timing"]
+RULE = '''import torch
+import torch.nn.functional as F
+from rrlib import ResidualRule, register
+{head}
+
+
+@register("plain_gate")
+class PlainGate(ResidualRule):
+{body}
+    def commit(self, h, u):
+        return h + u
+'''
+
+
+def compare(tmp_path, monkeypatch, capsys, head: str = "", body: str = "") -> tuple[int, str]:
+    from rrlib.__main__ import main
+
+    (tmp_path / "my_rules.py").write_text(RULE.format(head=head, body=body))
+    monkeypatch.chdir(tmp_path)
+    status = main(["compare", "--rules", "my_rules.py", "--variants", "plain_gate", "--against", "standard",
+                   "--seeds", "2", *TINY, "--out", "verdict"])
+    return status, capsys.readouterr().err
+
+
+# what the file does → the name the sentence gives; each one was inherited, not the class's own, before
+INHERITED = {
+    "torch.Tensor.softmax = lambda self, *a, **k: torch.softmax(self, *a, **k)": "torch.Tensor.softmax",
+    "torch.Tensor.__add__ = lambda self, other: torch.add(self, other)": "torch.Tensor.__add__",
+    "torch.optim.AdamW.step = lambda self, closure=None: None": "torch.optim.adamw.AdamW.step",
+}
+
+
+@pytest.mark.parametrize("patch", sorted(INHERITED))
+def test_a_rule_file_that_overrides_an_inherited_torch_method_is_refused_and_put_back(tmp_path, monkeypatch, capsys,
+                                                                                       patch):
+    from rrlib.rules import RULES
+
+    owner, name = INHERITED[patch].replace("torch.optim.adamw", "torch.optim").rsplit(".", 1)
+    cls = eval(owner)  # noqa: S307 - one of the names above
+    assert name not in vars(cls)
+    status, err = compare(tmp_path, monkeypatch, capsys, head=patch)
+    assert status == 2 and err.startswith("error: ") and len(err.strip().splitlines()) == 1, err
+    assert "replace functions that every run calls" in err and INHERITED[patch] in err, err
+    assert name not in vars(cls)  # the inherited method answers again
+    assert "plain_gate" not in RULES and not (tmp_path / "verdict").exists()
+
+
+def test_a_rule_file_that_adds_a_method_of_its_own_to_a_torch_class_is_not_refused(tmp_path):
+    """A name no class above had changes nothing a run calls; a constant set to the value it holds neither."""
+    from rrlib.rules import RULES, load_rules
+
+    head = "torch.Tensor.plain_gate_helper = lambda self: self\nimport rrlib.model\nrrlib.model.NORM_EPS = 1e-5"
+    (tmp_path / "fine.py").write_text(RULE.format(head=head, body=""))
+    try:
+        assert load_rules(str(tmp_path / "fine.py")) == ["plain_gate"] and "plain_gate" in RULES
+    finally:
+        del torch.Tensor.plain_gate_helper
+
+
+def test_a_rule_file_that_rebinds_a_constant_of_rrlib_is_refused_where_it_first_imports_its_module(tmp_path):
+    """A fresh ``rrlib train`` has not imported rrlib.model when it loads --rules: the file that imports it first
+    and sets its norm's epsilon changes every run of the process, a standard baseline included."""
+    head = "import rrlib.model\nrrlib.model.NORM_EPS = 1e-2"
+    (tmp_path / "my_rules.py").write_text(RULE.format(head=head, body=""))
+    env = {**os.environ, "RRLIB_RULES": ""}
+    out = subprocess.run([sys.executable, "-m", "rrlib", "train", "--rules", "my_rules.py", "--variant", "standard",
+                          *[a for a in TINY if a != "--no-timing"], "--out", "runs"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2 and "rrlib.model.NORM_EPS" in out.stderr, out.stderr[-2000:]
+    assert len(out.stderr.strip().splitlines()) == 1 and not (tmp_path / "runs").exists()
+
+
+def test_a_rule_that_patches_torch_as_its_model_is_built_is_refused_by_the_trial(tmp_path, monkeypatch, capsys):
+    """The import is clean; the rule's constructor replaces F.gelu, which would change the standard runs trained after
+    it in the same process under their clean fingerprints."""
+    clean = F.gelu
+    body = ('    def __init__(self, *args, **kwargs):\n        super().__init__(*args, **kwargs)\n'
+            '        F.gelu = lambda x, approximate="none": x\n')
+    status, err = compare(tmp_path, monkeypatch, capsys, body=body)
+    assert status == 2 and err.startswith("error: ") and len(err.strip().splitlines()) == 1, err
+    assert "the rule plain_gate changes what every run computes" in err and "torch.nn.functional.gelu" in err, err
+    assert F.gelu is clean and not (tmp_path / "verdict").exists()
