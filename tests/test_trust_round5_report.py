@@ -134,3 +134,35 @@ def test_the_report_publishes_no_unregistered_record_and_runs_no_page(tmp_path, 
     err = capsys.readouterr().err
     assert status == 2 and err.startswith("error: records.yaml: rezero-wins-everywhere") and not out.exists(), err
     assert len(err.strip().splitlines()) == 1
+
+
+def verdict_folder(path):
+    """A folder as `rrlib compare` leaves it: verdict.json with its question and rows, verdict.html titled by it."""
+    import json
+
+    path.mkdir(parents=True)
+    (path / "verdict.json").write_text(json.dumps({"question": f"is the {path.parent.name} rule better?", "rows": []}))
+    (path / "verdict.html").write_text(f"<title>is the {path.parent.name} rule better?</title>")
+    return path
+
+
+def report_compare(tmp_path, folder, capsys):
+    from rrlib.__main__ import main
+
+    status = main(["report", "--compare", str(folder), "--out", str(tmp_path / "paper"), "--build",
+                   str(tmp_path / "build")])
+    return status, capsys.readouterr().err
+
+
+def test_a_compare_page_an_earlier_build_published_from_another_folder_is_not_replaced(tmp_path, capsys):
+    first, second = verdict_folder(tmp_path / "a" / "gate"), verdict_folder(tmp_path / "b" / "gate")
+    page = tmp_path / "paper" / "compare" / "gate.html"
+    assert report_compare(tmp_path, first, capsys)[0] == 0 and "the a rule" in page.read_text()
+    status, err = report_compare(tmp_path, second, capsys)
+    assert status == 2 and err.startswith("error: --compare ") and len(err.strip().splitlines()) == 1, err
+    assert "would replace compare/gate.html, which an earlier build published from another folder" in err
+    assert "the a rule" in page.read_text()
+    (first / "verdict.html").write_text("<title>is the a rule better?</title> again")  # compare run again there
+    assert report_compare(tmp_path, first, capsys)[0] == 0 and page.read_text().endswith(" again")
+    page.unlink()  # the user removes the earlier page: the other folder's takes its name
+    assert report_compare(tmp_path, second, capsys)[0] == 0 and "the b rule" in page.read_text()

@@ -17,12 +17,8 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import html
-import json
 import os
-import re
 import shutil
-import stat
 import sys
 import time
 from pathlib import Path
@@ -32,11 +28,11 @@ import yaml
 from ..model import count_params
 from ..parsing import yaml_value
 from ..runs.config import PROJECT_ROOT, ConfigError, given_path, project_path
-from ..runs.folders.disk import write_bytes_atomic
 from ..runs.arguments import seed_list, variant_list
-from ..runs.folders.output_paths import FILE, checked_no_links, checked_output
+from ..runs.folders.output_paths import checked_no_links, checked_output
 from ..runs.presets import load_preset
 from . import colab, readme
+from .comparisons import comparison_page, comparison_pages, publish_comparisons  # noqa: F401 (re-exported)
 from .arguments import PAPER_CSV, parse_args
 from .index import COMPARISONS, Results, abstract, rendered_pages, write_index
 from .inputs import check_run_files, cost_text, missing_runs, page_inputs, read_inputs, write_inputs
@@ -137,75 +133,6 @@ def extra_parameters(items: list[str]) -> dict:
     return out
 
 
-def comparison_page(folder) -> tuple[str, Path]:
-    """(the name it is listed under, its verdict.html) of a folder that ``rrlib compare`` wrote; one sentence if not
-    (``verdict_page``)."""
-    folder = project_path(folder).resolve()
-    verdict_page(folder)
-    return _page_name(folder.parts[-1:]), folder / "verdict.html"
-
-
-def verdict_page(folder: Path) -> bytes:
-    """The bytes of ``folder``'s verdict.html, published only as what ``rrlib compare`` writes: verdict.html and
-    verdict.json regular files (not links: a link could publish any file it points to), verdict.json an object with
-    the comparison's question and rows, and the page titled by that question. One sentence otherwise."""
-    wrote = "give a folder that `python -m rrlib compare --out` wrote"
-    page, summary = (_regular_file(folder / name, wrote) for name in ("verdict.html", "verdict.json"))
-    try:
-        summary = json.loads(summary)
-        question = summary["question"] if isinstance(summary, dict) and isinstance(summary.get("rows"), list) else None
-    except (ValueError, UnicodeDecodeError):
-        question = None
-    if not isinstance(question, str):
-        raise ConfigError(f"--compare {shown(folder)}: verdict.json is not a verdict (a JSON object with the "
-                          f"comparison's question and rows); {wrote}")
-    if f"<title>{html.escape(question)}</title>".encode() not in page:
-        raise ConfigError(f"--compare {shown(folder)}: verdict.html is not the page of verdict.json's comparison "
-                          f"({question!r}); {wrote}, or run it again there")
-    return page
-
-
-def _regular_file(path: Path, wrote: str) -> bytes:
-    """A regular file's bytes, read without following a link; one sentence for anything else."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    except FileNotFoundError:
-        raise ConfigError(f"--compare {shown(path.parent)} holds no verdict.html and verdict.json; {wrote}") from None
-    except OSError as err:
-        what = "is a symbolic link" if path.is_symlink() else f"cannot be read ({err.strerror or err})"
-        raise ConfigError(f"--compare {shown(path.parent)}: {path.name} {what}, and the report publishes only the "
-                          f"regular files compare writes; {wrote}") from None
-    with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-            raise ConfigError(f"--compare {shown(path.parent)}: {path.name} is not a regular file; {wrote}")
-        return fh.read()
-
-
-def _page_name(parts) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", "_".join(parts)).strip("._") or "comparison"
-
-
-def comparison_pages(folders: list) -> list[tuple[str, Path]]:
-    """``comparison_page`` of each folder, each checked before any work. A page is named by its folder; two
-    folders of one name are told apart by the folders above them (``a/gate``, ``b/gate``: ``a_gate``, ``b_gate``),
-    so that neither page replaces the other. Two folders whose names only differ in what a page's name cannot hold
-    (``p/my gate``, ``p/my_gate``) are one sentence: one page would replace the other."""
-    pages = list(dict.fromkeys(comparison_page(folder) for folder in folders))  # a folder given twice: one page
-    folders = [page.parent for _, page in pages]
-    for depth in range(2, max((len(f.parts) for f in folders), default=0) + 1):
-        if len({name for name, _ in pages}) == len(pages):
-            break
-        pages = [(_page_name(folder.parts[-depth:]), page) for folder, (_, page) in zip(folders, pages)]
-    names = [name for name, _ in pages]
-    for name in names:
-        if names.count(name) > 1:
-            same = [shown(page.parent) for other, page in pages if other == name]
-            raise ConfigError(f"--compare {' and '.join(same)} would both be published as {COMPARISONS}/"
-                              f"{comparison_page(pages[names.index(name)][1].parent)[0]}.html, one page replacing "
-                              f"the other; rename one of the folders")
-    return pages
-
-
 def checked_data(sizes: list[str]) -> None:
     """The data of the sizes a build trains unasked is here or can be fetched (rrlib.runs.data.sources): else one
     sentence, before any page runs or anything is written."""
@@ -251,7 +178,7 @@ def _build(args, held: contextlib.ExitStack) -> int:
     # every file a page replaces, and the README and docs the committed report rewrites: none through a link
     checked_no_links(out, "--out", ("figures", "tables", COMPARISONS), tuple(
         project_path(document) for document in readme.DOCUMENTS) if out == project_path("paper") else ())
-    comparisons = comparison_pages([given_path(folder) for folder in args.compare])  # checked before any work
+    comparisons = comparison_pages([given_path(folder) for folder in args.compare], out)  # before any work
     unknown = set(args.only or []) - {nb.name for nb in NOTEBOOKS}
     if unknown:
         raise ConfigError(f"unknown notebook(s) {sorted(unknown)}; valid: {', '.join(nb.name for nb in NOTEBOOKS)}")
@@ -349,11 +276,7 @@ def _build(args, held: contextlib.ExitStack) -> int:
                 built[stem] = inputs
                 write_inputs(out, built)
             print(f"[report] {stem}: done in {time.perf_counter() - t0:.0f} s", flush=True)
-    for name, page in comparisons:
-        (out / COMPARISONS).mkdir(exist_ok=True)
-        target = checked_output(out / COMPARISONS / f"{name}.html", "--out", kind=FILE)
-        write_bytes_atomic(target, verdict_page(page.parent))  # as checked, read again: never a link's target
-        print(f"[report] {COMPARISONS}/{name}.html: the verdict page of {shown(page.parent)}", flush=True)
+    publish_comparisons(out, comparisons)
     # the abstract and the README's blocks read the results of the runs this build read, with the parameters its
     # pages ran with, and one claims ledger (built once here, about a minute)
     results = Results({nb.name: page_parameters(nb, common, args.quick, given) for nb in NOTEBOOKS if not nb.per_size},
