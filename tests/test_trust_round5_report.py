@@ -166,3 +166,20 @@ def test_a_compare_page_an_earlier_build_published_from_another_folder_is_not_re
     assert report_compare(tmp_path, first, capsys)[0] == 0 and page.read_text().endswith(" again")
     page.unlink()  # the user removes the earlier page: the other folder's takes its name
     assert report_compare(tmp_path, second, capsys)[0] == 0 and "the b rule" in page.read_text()
+
+
+def test_a_failed_write_of_what_each_page_was_built_from_leaves_the_old_record_whole(tmp_path, monkeypatch):
+    from rrlib.report import inputs
+    from rrlib.runs.folders import disk
+
+    inputs.write_inputs(tmp_path, {"01_mechanism": "a" * 64})
+    before = (tmp_path / inputs.INPUTS).read_bytes()
+
+    def failing_disk(fd):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(disk.os, "fsync", failing_disk)
+    with pytest.raises(OSError):
+        inputs.write_inputs(tmp_path, {"01_mechanism": "b" * 64, "02_depth_stability": "c" * 64})
+    assert (tmp_path / inputs.INPUTS).read_bytes() == before and inputs.read_inputs(tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == [inputs.INPUTS]

@@ -72,7 +72,10 @@ def read_inputs(out: Path) -> dict:
 
 
 def write_inputs(out: Path, inputs: dict) -> None:
-    (out / INPUTS).write_text(json.dumps(inputs, indent=1, sort_keys=True) + "\n")
+    """Replaced whole or not at all: a half-written file would stop every later build at its first read."""
+    from ..runs.folders.disk import write_bytes_atomic
+
+    write_bytes_atomic(out / INPUTS, (json.dumps(inputs, indent=1, sort_keys=True) + "\n").encode())
 
 
 def missing_runs(nb: Notebook, values: dict, runs: Path) -> list:
