@@ -164,3 +164,33 @@ def test_a_bad_jobs_value_is_one_sentence_before_any_work(jobs, monkeypatch):
     with pytest.raises(SystemExit) as caught:
         command.parse_args(["run", "leaderboard", "--jobs", jobs])
     assert caught.value.code == 2 and not started
+
+
+# ---------------------------------------------------------------- the budget's paper table
+
+
+def paper_table_with_a_bad_sixth_row(tmp_path, rewrite) -> Path:
+    from rrlib.home import REFERENCE_CSV
+
+    lines = REFERENCE_CSV.read_text().splitlines()[:6]
+    lines[5] = lines[5].replace(",8000,", ",abc,")
+    path = tmp_path / "paper.csv"
+    path.write_text("\n".join(rewrite(lines)) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("rewrite, line", [
+    (lambda lines: lines, 6),
+    # a quoted field holding a line break: the bad row begins on the file's line 7
+    (lambda lines: [lines[0], lines[1].replace(",59.47,", ',"59.47\n",', 1), *lines[2:]], 7),
+    # every row one field longer than the header (a trailing comma): pandas would make the first column the index
+    (lambda lines: [lines[0], *[line + "," for line in lines[1:]]], 6),
+])
+def test_the_budget_names_the_line_a_bad_row_of_the_paper_table_is_on(tmp_path, capsys, rewrite, line):
+    from rrlib.speed.budget import main
+
+    path = paper_table_with_a_bad_sixth_row(tmp_path, rewrite)
+    assert "abc" in path.read_text().splitlines()[line - 1]
+    assert main(["60m", "--paper-csv", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"error: {path} line {line}: steps must be a positive whole number, got 'abc'", err

@@ -52,8 +52,10 @@ def read_paper_csv(csv_path: Path):
     from ..rules import RULES
 
     try:
-        # blank lines kept as empty rows, then dropped with their index: a row's index + 2 is its line in the file
-        table = pd.read_csv(csv_path, skip_blank_lines=False)
+        # blank lines kept as empty rows, then dropped with their index, which names each row's line (row_lines);
+        # index_col=False: rows with one field more than the header are not read with their first column as index
+        table = pd.read_csv(csv_path, skip_blank_lines=False, index_col=False)
+        lines = row_lines(csv_path, len(table))
         table = table.dropna(how="all")
     except FileNotFoundError:
         raise ConfigError(f"--paper-csv {csv_path} does not exist; give the paper's run table (columns "
@@ -70,7 +72,7 @@ def read_paper_csv(csv_path: Path):
     # first row would be named for the word of a later one
     numbers = {name: pd.to_numeric(table[name], errors="coerce") for name in ("steps", "minutes")}
     for row in table.itertuples():
-        where = f"{csv_path} line {row.Index + 2}"  # line 1 is the header
+        where = f"{csv_path} line {lines[row.Index]}"
         if row.size not in PAPER_SIZES:
             raise ConfigError(f"{where}: size {row.size!r} is not one of the paper's sizes ({', '.join(PAPER_SIZES)})")
         if PAPER_VARIANTS.get(row.variant, row.variant) not in RULES:
@@ -83,6 +85,25 @@ def read_paper_csv(csv_path: Path):
                 shown = f"{value:g}" if math.isfinite(value) else repr(getattr(row, name))
                 raise ConfigError(f"{where}: {name} must be {kind}, got {shown}")
     return table.assign(**numbers).reset_index(drop=True)
+
+
+def row_lines(csv_path: Path, rows: int) -> list[int]:
+    """The line of the file each row of the table starts on: a quoted field may hold line breaks, so a row's line
+    is counted, not its index + 2; where the count does not come out as pandas' rows, index + 2."""
+    import csv
+
+    starts = []
+    try:
+        with open(csv_path, newline="", encoding="utf-8-sig") as f:
+            reader = csv.reader(f)
+            next(reader, None)  # the header
+            line = reader.line_num
+            for _ in reader:
+                starts.append(line + 1)
+                line = reader.line_num
+    except (csv.Error, UnicodeDecodeError):  # what pandas read, the csv module may not: count as pandas does
+        starts = []
+    return starts if len(starts) == rows else [k + 2 for k in range(rows)]
 
 
 @functools.cache
