@@ -157,13 +157,19 @@ def test_a_study_whose_every_run_fails_exits_1_naming_each(tmp_path, monkeypatch
     assert "error: study stand_in: 2 runs failed: " in err and all(f"{run} (log " in err for run in broken), err
 
 
-@pytest.mark.parametrize("jobs", ["0", "two", "-1", "nan", "inf", "1.5", ""])
-def test_a_bad_jobs_value_is_one_sentence_before_any_work(jobs, monkeypatch):
-    started = []
-    monkeypatch.setattr(command, "run_study", lambda *a: started.append(a))
+@pytest.mark.parametrize("argv, said", [
+    *[(["run", "leaderboard", "--jobs", jobs], "error: --jobs takes a positive whole number such as 2")
+      for jobs in ("0", "two", "-1", "nan", "inf", "1.5", "")],
+    (["list", "nosuch"], "error: rrlib study list lists every study and takes no name; for 'nosuch': rrlib study "
+                         "plan|run|status NAME, with NAME one of sizes, "),
+])
+def test_bad_study_input_is_one_sentence_naming_the_choices_before_any_work(argv, said, monkeypatch, capsys):
+    monkeypatch.setattr(command, "run_study", lambda *a: pytest.fail("a study started"))
+    monkeypatch.setattr(command, "list_studies", lambda: pytest.fail("the studies were listed"))
     with pytest.raises(SystemExit) as caught:
-        command.parse_args(["run", "leaderboard", "--jobs", jobs])
-    assert caught.value.code == 2 and not started
+        command.main(argv)
+    err = capsys.readouterr().err
+    assert caught.value.code == 2 and err.startswith(said) and len(err.strip().splitlines()) == 1, err
 
 
 # ---------------------------------------------------------------- the budget's paper table

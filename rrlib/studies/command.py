@@ -45,6 +45,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.action not in ACTIONS:
         parser.exit(2, f"error: unknown action {args.action!r}; valid choices: {', '.join(ACTIONS)}\n")
+    if args.action == "list" and args.name is not None:  # else the name would be dropped without a word
+        parser.exit(2, f"error: rrlib study list lists every study and takes no name; for {args.name!r}: rrlib study "
+                       f"plan|run|status NAME, with NAME one of {', '.join(STUDIES)}\n")
     if args.action != "list" and args.name not in STUDIES:
         said = "names no study" if args.name is None else f"names an unknown study {args.name!r}"
         parser.exit(2, f"error: rrlib study {args.action} {said}; valid choices: {', '.join(STUDIES)}\n")
