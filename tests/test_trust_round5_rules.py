@@ -95,3 +95,17 @@ def test_a_rule_that_patches_torch_as_its_model_is_built_is_refused_by_the_trial
     assert status == 2 and err.startswith("error: ") and len(err.strip().splitlines()) == 1, err
     assert "the rule plain_gate changes what every run computes" in err and "torch.nn.functional.gelu" in err, err
     assert F.gelu is clean and not (tmp_path / "verdict").exists()
+
+
+@pytest.mark.parametrize("layers,dilation,period", [(4, 4, 3), (6, 5, 4)])
+def test_denseformer_whose_dilation_and_period_together_average_nothing_is_refused(layers, dilation, period):
+    """Each within the depth, but the blocks a DWA follows (every period-th) all come before the first one it reaches
+    back to (the dilation-th): every DWA holds its own block's output alone, the standard residual."""
+    from rrlib.model import GPT, ModelConfig
+    from rrlib.rules import ConfigError
+
+    config = dict(d_model=32, n_layers=layers, n_heads=4, seq_len=16, vocab_size=64, variant="denseformer")
+    last = layers // period * period
+    with pytest.raises(ConfigError, match=f"give a dilation of at most {last} at this period"):
+        GPT(ModelConfig(**config, rule_options={"dilation": dilation, "period": period}))
+    GPT(ModelConfig(**config, rule_options={"dilation": last, "period": period}))  # the largest it takes

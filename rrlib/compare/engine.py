@@ -35,7 +35,6 @@ from ..stats import detectable_gap
 from ..stats.verdict import (ALPHA, DEFAULT_MARGIN, METRIC, POWER, compare_pairs, design_seeds, mark_diverged,
                               mark_identical, paired_power, sd_upper_bound)
 from ..rules.external import GIVEN, rule_source
-from ..rules.import_guard import snapshot
 from ..runs.config import ConfigError, RunConfig, project_path
 from ..runs.device import pick_device, resolve_precision
 from ..runs.folders import claimed, finished_at
@@ -341,20 +340,20 @@ def provenance(req: Request, table: pd.DataFrame, design: dict) -> dict:
             "training_minutes": float(runs["minutes"].sum()), "rules": rules}
 
 
-def trial(req: Request, clean: tuple) -> None:
+def trial(req: Request) -> None:
     """One training step of each rule's model on a batch of one short sequence, then one forward pass as evaluation
     runs it (eval mode, no gradients), before anything is written: a rule that fails in either (a wrong shape, an
     error of its own, one raised only under ``no_grad``) or whose evaluation is not finite (no run of it could be
     scored) is named, with its error, in one sentence. So is a rule that changes torch's settings or functions, or
-    rrlib's, as its model is built or run, against ``clean`` (rrlib.rules.import_guard's snapshot, taken before
-    any model of the call was built; the guard refuses the same at import): the runs trained beside it in this
-    process would change under their clean fingerprints."""
+    rrlib's, as its model is built or run (rrlib.rules.import_guard, which refuses the same at import; so the
+    trial comes before anything else of the call builds a model): the runs trained beside it in this process would
+    change under their clean fingerprints."""
     import torch
 
     from ..model import GPT
-    from ..rules.import_guard import changes, restore
+    from ..rules.import_guard import changes, restore, snapshot
 
-    restore(clean)  # a change made while the runs were resolved is made again below, by its rule, and named
+    clean = snapshot()
     for rule in req.rules:
         cfg = resolve_run(req.size, rule, 0, req.overrides, req.runs_root).model
         tokens = min(8, cfg.seq_len)
@@ -409,9 +408,8 @@ def run(req: Request, out_dir, command: str, log=print) -> pd.DataFrame | None:
 
     req.check()
     files.check_out(out_dir)
-    clean = snapshot()  # torch and rrlib before any rule's model is built (resolving a run may build one)
+    trial(req)  # first: resolving a run may build its rule's model (see trial)
     first = resolved(req, req.seeds or range(req.pilot_seeds))  # every unknown size, rule or setting
-    trial(req, clean)
     checked_inputs(req, first)
     sharded = req.shard[1] > 1
     with out_lock(out_dir, shared=sharded, design=req.design):

@@ -106,6 +106,12 @@ class DenseFormer(_DenseOverBlocks):
             raise ConfigError(f"denseformer's {' and '.join(beyond)} {verb} beyond the model's {self.n_blocks} blocks, "
                               f"where it averages no two blocks' outputs and so is the standard residual; give a "
                               f"dilation and a period of at most {self.n_blocks} (the defaults are 1)")
+        if not any(self.averages_after(b) and self.n_sources(b) > 1 for b in range(self.n_blocks)):
+            # each in range, but together: the blocks a DWA follows all come before the first one it reaches back to
+            last = self.n_blocks // self.period * self.period  # the last block a DWA follows, counted from 1
+            raise ConfigError(f"denseformer's dilation {dilation} with period {period} averages no two blocks' "
+                              f"outputs in the model's {self.n_blocks} blocks (its last average follows block {last}), "
+                              f"so it is the standard residual; give a dilation of at most {last} at this period")
         self.alphas = nn.ParameterList(nn.Parameter(torch.empty(self.n_sources(b))) if self.averages_after(b) else None
                                        for b in range(self.n_blocks))
         self.reset_parameters()
