@@ -47,6 +47,18 @@ def test_train_with_a_data_path_that_is_a_loop_of_links_exits_2_before_writing(t
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.parametrize("argv", [["train", "--size", "tiny", "--variant", "standard", "--steps", "1"],
+                                  ["sweep", "--size", "tiny", "--variants", "standard", "--seeds", "0", "--steps", "1"]])
+def test_rrlib_data_that_is_a_loop_of_links_stops_a_command_in_one_sentence_before_writing(tmp_path, argv):
+    loop = loop_of_links(tmp_path)
+    done = subprocess.run([sys.executable, "-m", "rrlib", *argv, "--out", str(tmp_path / "runs")], cwd=REPO,
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "RRLIB_DATA": str(loop)})
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr[-2000:]
+    assert lines[0].startswith(f"error: RRLIB_DATA={loop} cannot be looked at")
+    assert not (tmp_path / "runs").exists()
+
+
 # ---------------------------------------------------------------- a fetched cut's label follows its stories
 
 
