@@ -161,7 +161,7 @@ def test_new_rules_start_as_the_standard_residual(variant):
     assert torch.equal(model.hidden(idx), same_blocks(model).hidden(idx))
 
 
-@pytest.mark.parametrize("dilation,period", [(1, 1), (2, 1), (2, 2), (3, 2)])
+@pytest.mark.parametrize("dilation,period", [(1, 1), (2, 1), (2, 2), (3, 1)])
 def test_denseformer_is_the_depth_weighted_average_written_out(dilation, period):
     """Y_b = Σ_{j ≡ b+1 (mod k), j ≤ b+1} α_{b,j} X_j after every block b with (b + 1) mod p = 0."""
     model = gpt("denseformer", {"dilation": dilation, "period": period}, dtype=torch.float64)
