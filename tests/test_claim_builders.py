@@ -89,17 +89,6 @@ def test_the_routing_row_holds_at_every_depth_and_shows_the_block_forms_beside_i
     assert mechanisms.block_contrast(pd.DataFrame()) == {"n": 0}
 
 
-def test_the_conversion_starts_where_the_default_recipe_puts_it_not_where_the_gate_does():
-    conversions = pd.DataFrame({"seed": [0, 1], "max_abs_logit_diff": [0.0, 0.0],
-                                "max_abs_logit_diff_without_gate": [7.1, 9.9], "gate_abs_mean_trained": [0.1, 0.2]})
-    made = conversion.start_row(CLAIMS["delta-conversion-start"], conversions, 2, "e")
-    assert made["verdict"] == "contradicted" and made["effect"] == 9.9
-    at_start = conversions.assign(max_abs_logit_diff_without_gate=[0.0, 5e-7])
-    assert conversion.start_row(CLAIMS["delta-conversion-start"], at_start, 2, "e")["verdict"] == "supported"
-    assert conversion.start_row(CLAIMS["delta-conversion-start"], conversions, 5, "e")["verdict"] == \
-        "untested: the gated converted runs not finished (2 of 5 seeds)"
-
-
 def test_the_conversion_arms_pair_each_recipe_with_the_same_continued_runs_and_holm_spans_the_two():
     continued = pd.concat([runs("standard", [2.0, 2.1, 2.2]), runs(conversion.CONVERTED, [2.01, 2.12, 2.205])])
     gated = runs(conversion.CONVERTED, [1.99, 2.095, 2.18])

@@ -29,7 +29,8 @@ def test_every_record_reads_with_a_unique_id_and_the_cpu_reach_rows_are_register
 def test_an_exploratory_record_follows_a_registered_one_which_keeps_the_verdict():
     by = records.by_id(CLAIMS)
     later = [c for c in CLAIMS if c.status == "exploratory"]
-    assert {c.follows for c in later} == {"attnres-growth", "mgr-activation-scales", "rezero-converges-faster-as-run"}
+    assert {c.follows for c in later} == {"attnres-growth", "mgr-activation-scales", "rezero-converges-faster-as-run",
+                                         "delta-conversion-noninferior"}
     assert all(by[c.follows].status == "registered" and by[c.follows].paper == c.paper for c in later)
 
 
@@ -190,3 +191,21 @@ def test_the_page_joins_each_row_to_its_record_and_puts_bh_q_on_the_registered_t
     assert page.counts(joined).startswith("3 registered claims of 2 papers: 1 supported, 1 contradicted")
     with pytest.raises(ValueError, match="ledger rows with no record: a claim no record holds"):
         page.attach(ledger.ledger([ledger.row("P", "a claim no record holds", "", "supported", "")]), CLAIMS)
+
+
+def test_the_conversion_is_judged_as_non_inferiority_on_fresh_seeds_registered_before_their_runs():
+    """Delta's conversion claim is that a checkpoint converts, not that it ends better: the registered record is a
+    non-inferiority test at a stated margin on seeds 5-9 (seeds 0-4 were read), the superiority reading is shown
+    beside it, and no record judges the premise no quote states (that conversion starts at the pretrained
+    function)."""
+    from rrlib.studies import claims_study, registry
+
+    by = records.by_id(CLAIMS)
+    fresh = by["delta-conversion-noninferior"]
+    assert fresh.kind == "no difference" and fresh.margin_sides == "upper" and fresh.margin_value == 0.02
+    assert "note" in fresh.margin and fresh.registered.startswith("2026-12-07, before its runs")
+    assert by["delta-conversion"].status == "exploratory" and by["delta-conversion"].follows == fresh.id
+    assert "delta-conversion-start" not in by
+    assert set(claims_study.FRESH_CONVERT_SEEDS).isdisjoint(claims_study.CONVERT_SEEDS)
+    jobs = [job for step in registry.STUDIES["conversion_fresh"].plan(False).steps for job in step]
+    assert {run.seed for job in jobs for run in job.runs} == set(claims_study.FRESH_CONVERT_SEEDS)

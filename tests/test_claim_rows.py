@@ -132,3 +132,18 @@ def test_beating_every_baseline_is_decided_by_the_largest_p_and_the_conversion_b
 def test_an_out_of_reach_row_without_a_measured_rate_says_so():
     assert rows.beyond_reach(CLAIMS["mgr-large-scale"], float("nan"))["verdict"] == (
         "out of reach: needs 2 runs of the 1b recipe (no CPU runs here to price them by)")
+
+
+@pytest.mark.parametrize("gap, ci, verdict", [(-0.0044, (-0.006, -0.0025), "supported"),  # worse, within 0.02
+                                              (-0.03, (-0.035, -0.025), "contradicted"),  # shown 0.025+ worse
+                                              (-0.01, (-0.04, 0.02), "inconclusive")])  # too wide to tell
+def test_the_conversion_is_non_inferior_where_its_shortfall_is_shown_below_the_margin(gap, ci, verdict):
+    from rrlib.claims import conversion
+
+    arm = {"gap": gap, "ci_low": ci[0], "ci_high": ci[1], "p": 0.01, "seeds": 5, "detectable": 0.003}
+    arms = {"without a gate (the code's default)": pd.Series(arm),
+            "with the identity gate": pd.Series({**arm, "gap": 0.5, "ci_low": 0.4, "ci_high": 0.6})}
+    made = conversion.non_inferior(CLAIMS["delta-conversion-noninferior"], arms, "s", "e")
+    assert made["verdict"] == verdict and made["margin"] == 0.02
+    assert (made["effect"], made["ci_low"], made["ci_high"]) == (-gap, -ci[1], -ci[0])  # the shortfall, signed
+    assert "beside it, with the identity gate -0.5000 [-0.6000, -0.4000]" in made["test"]

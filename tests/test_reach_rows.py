@@ -202,17 +202,22 @@ def test_the_loop_norm_claim_needs_both_parts(monkeypatch, flat_slope, verdict):
         assert row["test"].endswith("the row shows scaled")
 
 
-def test_the_l_sweep_reads_the_slope_of_its_own_optima(monkeypatch):
-    """Losses that are parabolas in log2(lr) around 0.016·L^(−1/2): the optimum falls 0.5 per doubling of L."""
+@pytest.mark.parametrize("power, verdict", [(-0.5, "supported"), (0.5, "supported"), (0.0, "inconclusive")])
+def test_the_l_sweep_reads_the_slope_of_its_own_optima_in_either_direction(monkeypatch, power, verdict):
+    """Losses that are parabolas in log2(lr) around 0.0113·L^power: the optimum moves by ``power`` per doubling of L.
+    The quote states a dependence on L and no direction, so a falling and a rising optimum both support it, a flat
+    one does not; the effective step lr·ε (ε carries 1/√L) moves by power − 0.5."""
     design = looped_study.UNIQUE_LAYERS
     rng = np.random.default_rng(3)
     rows = [{"variant": "scaled", "loops": n, "lr": lr, "seed": s,
-             "fixed_loss": 2.0 + (math.log2(lr) - math.log2(0.016 * n ** -0.5) - rng.normal(0, 0.05)) ** 2 * 0.1}
-            for n in design.counts for k in range(5, 10) for lr in [looped_study.lattice_lr(k)] for s in design.seeds]
+             "fixed_loss": 2.0 + (math.log2(lr) - math.log2(0.0113137 * n ** power) - rng.normal(0, 0.05)) ** 2 * 0.1}
+            for n in design.counts for k in range(3, 12) for lr in [looped_study.lattice_lr(k)] for s in design.seeds]
     monkeypatch.setattr(looped_study, "study_runs", lambda root, setting: pd.DataFrame(rows))
     row = reach_rows.unique_layers_row(CLAIMS["looped-depends-on-l"], "")
-    assert row["effect"] == pytest.approx(0.5, abs=0.1) and row["verdict"] == "supported"
-    assert row["paper_effect"] == pytest.approx(0.5)
+    assert row["effect"] == pytest.approx(-power, abs=0.1) and row["verdict"] == verdict
+    assert np.isnan(row["paper_effect"])  # no quoted sentence states a direction or size
+    step = float(row["test"].split("has slope ")[1].split(" ")[0])
+    assert step == pytest.approx(power - 0.5, abs=0.1)
     monkeypatch.setattr(looped_study, "study_runs", lambda root, setting: pd.DataFrame(rows).query("seed < 6"))
     assert reach_rows.unique_layers_row(CLAIMS["looped-depends-on-l"], "")["verdict"] == (
         "untested: the L sweep runs not finished (6 of 7 seeds)")

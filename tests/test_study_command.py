@@ -37,7 +37,8 @@ def test_bad_input_is_one_sentence_naming_the_choices_before_any_work(argv, said
 
 def test_every_study_of_the_report_is_registered():
     studies = {"sizes", "depth", "size_tokens", "recipe_ablation", "family", "family_mini", "looped_grid",
-               "looped_power", "power_pilot", "claims_family", "claims_depth", "claims_conversion", "unique_layers",
+               "looped_power", "power_pilot", "claims_family", "claims_depth", "claims_conversion", "conversion_fresh",
+               "unique_layers",
                "leaderboard", *registry.POWER_DESIGNS}
     from rrlib.studies.looped_reach_study import REACH
 

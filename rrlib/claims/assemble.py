@@ -71,7 +71,9 @@ class Ledger:
     contrast_by_depth: pd.DataFrame | None = None
     probe_notes: list = field(default_factory=list)  # how many runs have probe files, of how many planned
     conversions: pd.DataFrame | None = None  # the conversion's start, per seed
-    arm_tests: pd.DataFrame | None = None  # the conversion's arms against the continued model
+    arm_tests: dict | None = None  # the conversion's arms against the continued model
+    fresh_arm_tests: dict | None = None  # the same on the non-inferiority design's fresh seeds
+    controls: pd.DataFrame | None = None  # the reach verdicts' controls (rrlib.claims.controls), one row each
 
 
 def ledger(**settings) -> pd.DataFrame:
@@ -89,7 +91,7 @@ def build(inputs: Inputs = Inputs()) -> Ledger:
     return Ledger(table=table, notes=c.notes, halves=c.halves, shares=c.shares, scales=c.scales, routing=c.routing,
                   depth_scales=c.depth_scales, growth_by_depth=c.growth_by_depth,
                   contrast_by_depth=c.contrast_by_depth, probe_notes=c.probe_notes, conversions=c.conversions,
-                  arm_tests=c.arm_tests)
+                  arm_tests=c.arm_tests, fresh_arm_tests=c.fresh_arm_tests, controls=c.controls)
 
 
 def train(inputs: Inputs) -> None:

@@ -5,6 +5,7 @@ designs, page 05's looped reading, page 06's gap factors, the metric each growth
 """
 from __future__ import annotations
 
+import dataclasses
 from functools import cached_property
 from typing import Callable
 
@@ -58,6 +59,7 @@ class Context:
     def __init__(self, inputs, claims: dict):
         self.p, self.claims, self.alpha = inputs, claims, inputs.alpha
         self._groups: dict[str, dict] = {}
+        self.control_readings: dict[str, list] = {}  # each controlled record's controls, as its reader read them
 
     def group(self, name: str, make: Callable[[], list]) -> dict:
         """The rows one function makes for several records together, by label, made once."""
@@ -234,6 +236,21 @@ class Context:
     def conversions(self) -> pd.DataFrame:
         """The conversion's start, per seed."""
         return claims_study.read_conversions(self.p.root("convert_gated"), self.p.convert_size, self.convert_seeds)
+
+    @cached_property
+    def fresh_arm_tests(self) -> dict:
+        """The non-inferiority design's arms against the continued model, on its fresh seeds."""
+        p, seeds = self.p, claims_study.FRESH_CONVERT_SEEDS
+        return conversion.arm_tests(sources.finished(p.root("convert"), p.convert_size, seeds),
+                                    sources.finished(p.root("convert_gated"), p.convert_size, seeds), p.margin,
+                                    self.alpha)
+
+    @property
+    def controls(self) -> pd.DataFrame:
+        """Every control the readers read, one row each, by the record it bears on (rrlib.claims.controls)."""
+        return pd.DataFrame([{"record": record, **dataclasses.asdict(control)} for record, readings in
+                             self.control_readings.items() for control in readings],
+                            columns=["record", "study", "role", "state", "finding", "unsettles"])
 
     @cached_property
     def arm_tests(self) -> dict:

@@ -157,6 +157,7 @@ def reach_controlled(claim, c: Context, study: str, read: str, controlled: str) 
     a control that fails makes a decided row inconclusive; otherwise the row names the setting it holds in."""
     row = reach(claim, c, study, read)
     readings, setting = CONTROLS[controlled](row, c.alpha)
+    c.control_readings[claim.id] = readings
     return controls.apply(row, readings, setting)
 
 
@@ -219,9 +220,17 @@ def routing(claim, c: Context) -> dict:
                                   link("07_claims", "07_routing_depth", "07_routing"), c.alpha)
 
 
-@reader("conversion_start")
-def conversion_start(claim, c: Context) -> dict:
-    return conversion.start_row(claim, c.conversions, len(c.convert_seeds), link("07_claims", "07_conversion"))
+@reader("conversion_noninferior")
+def converts_noninferior(claim, c: Context) -> dict:
+    """The conversion as the paper claims it, non-inferiority against continued training, on the design's fresh
+    seeds: registered before its runs, untested until every recipe has them all."""
+    tests, planned = c.fresh_arm_tests, len(claims_study.FRESH_CONVERT_SEEDS)
+    if not tests:
+        return claim_rows.pending(claim)
+    if len(tests) == 2 and conversion.seeds_done(tests) == planned:
+        return conversion.non_inferior(claim, tests, c.p.convert_size,
+                                       link("07_claims", "07_conversion_fresh"), c.alpha)
+    return claim_rows.unfinished(claim, "the fresh conversion", conversion.seeds_done(tests), planned)
 
 
 @reader("conversion")

@@ -68,6 +68,9 @@ DEPTH_SEEDS = [0, 1, 2]
 # - the source: ``standard`` at CONVERT_SIZE (4 blocks, the family's width), not a pretrained Qwen3.
 CONVERT_SIZE = "family_power"
 CONVERT_SEEDS = [0, 1, 2, 3, 4]
+# the non-inferiority design's fresh seeds (registered before their runs; rrlib/claims/records.yaml,
+# delta-conversion-noninferior, gives its sizing from seeds 0-4)
+FRESH_CONVERT_SEEDS = [5, 6, 7, 8, 9]
 CONVERTED = "delta_attnres_block"
 FINE_TUNE = {"lr_share": 5e-5 / 6e-4, "rule_lr_scale": 5e-3 / 5e-5, "min_lr_share": 3e-5 / 5e-5,
              "warmup_share": 500 / 20_000}

@@ -136,13 +136,14 @@ def claims_plan(part: str) -> Callable[[bool], Plan]:
         from .work import override_args
 
         sweeps = {"family": lambda: claims.study_plan("family"), "depth": claims.depth_plan,
-                  "conversion": claims.conversion_plan}[part]()
+                  "conversion": claims.conversion_plan,
+                  "conversion_fresh": lambda: claims.conversion_plan(seeds=claims.FRESH_CONVERT_SEEDS)}[part]()
         if ready:
             for s in sweeps:
                 claims.write_probes(s["out_root"], s["size"], s["variants"], s["seeds"])
         jobs = [sweep_job(f"claims-{part}-{k}", s["size"], s["variants"], s["seeds"], s["out_root"],
                           *override_args(s["overrides"])) for k, s in enumerate(sweeps) if s["variants"]]
-        steps = [jobs[:1], jobs[1:]] if part == "conversion" else [jobs]
+        steps = [jobs[:1], jobs[1:]] if part.startswith("conversion") else [jobs]
         return Plan(steps, [f"  {s['label']}: {', '.join(s['variants'])} at {s['size']}, seeds {s['seeds']}, under "
                             f"{s['out_root']}" for s in sweeps if s["variants"]])
     return plan
@@ -268,6 +269,8 @@ def _entries() -> list[Entry]:
               claims_plan("depth")),
         Entry("claims_conversion", "rrlib.studies.claims_study", "page 07: standard converted into Delta AttnRes",
               claims_plan("conversion")),
+        Entry("conversion_fresh", "rrlib.studies.claims_study", "page 07: the conversion's non-inferiority design "
+              "on fresh seeds", claims_plan("conversion_fresh")),
         *reach, loop_norms,
         Entry("unique_layers", "rrlib.studies.looped_study", "page 07: the looped L sweep",
               looped_plan("unique_layers")),
