@@ -212,3 +212,30 @@ def test_the_budget_names_the_line_a_bad_row_of_the_paper_table_is_on(tmp_path, 
     assert main(["60m", "--paper-csv", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.strip() == f"error: {path} line {line}: steps must be a positive whole number, got 'abc'", err
+
+
+def test_a_users_board_of_another_design_is_refused_in_an_out_that_holds_one(tmp_path, monkeypatch, capsys):
+    """Two boards in one --out would mix their runs and the second board would replace the first: the second design
+    is one sentence and exit 2 before anything runs; the same design again goes on (a stopped board resumes)."""
+    from rrlib.studies import user_board
+
+    board = user_board.Board("tiny", "standard", 2, str(tmp_path / "published"), lambda: ["review"])
+    entries = {name: registry.Entry(name, "rrlib.runs.sweep", "a stand-in board", lambda ready: Plan([]), board=board)
+               for name in ("first_board", "second_board")}
+    monkeypatch.setattr(command, "STUDIES", entries)
+    started = []
+    monkeypatch.setattr(command, "run_study", lambda entry, jobs: started.append(entry.name) or 0)
+    monkeypatch.setattr(user_board, "render", lambda *a: "")
+    out = tmp_path / "mine"
+    assert command.main(["run", "first_board", "--variants", "highway", "--out", str(out)]) == 0
+    kept = sorted(out.rglob("*"))
+    for argv in (["run", "first_board", "--variants", "highway_convex"], ["run", "second_board", "--variants",
+                                                                          "highway"]):
+        capsys.readouterr()
+        assert command.main([*argv, "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: --out {out} holds the board of highway on first_board; one --out keeps one "
+                              f"board") and len(err.strip().splitlines()) == 1, err
+        assert sorted(out.rglob("*")) == kept
+    assert command.main(["run", "first_board", "--variants", "highway", "--out", str(out)]) == 0
+    assert started == ["first_board_highway", "first_board_highway"]

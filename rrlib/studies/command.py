@@ -176,7 +176,7 @@ def show_status(entry: Entry) -> int:
 def join_board(entry: Entry, variants: list[str], out: str, jobs: int) -> int:
     """The user's rules at the study's design (rrlib.studies.user_board): their runs, then the board ranked."""
     from ..rules import RULES
-    from .user_board import render, user_plan
+    from .user_board import design, keep_design, other_design, render, user_plan
 
     board = entry.board
     published = [*board.rules(), board.baseline]
@@ -189,6 +189,12 @@ def join_board(entry: Entry, variants: list[str], out: str, jobs: int) -> int:
         say(f"error: --variants names {', '.join(sorted(set(variants) & set(published)))}, already on the "
             f"{entry.name} board; give your own rules (the board's: {', '.join(published)})")
         return 2
+    wanted = design(entry.name, board, variants)
+    if (there := other_design(project_path(out), wanted)) is not None:
+        say(f"error: --out {out} holds {there}; one --out keeps one board (one study, one set of --variants): give "
+            f"this one another --out, or the same study and --variants as that one")
+        return 2
+    keep_design(project_path(out), wanted)
     mine = Entry(f"{entry.name}_{'_'.join(variants)}", entry.module, f"{', '.join(variants)} on {entry.name}",
                  lambda ready: user_plan(board, variants, out), logs=f"{out}/logs")
     status = run_study(mine, jobs)

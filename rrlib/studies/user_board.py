@@ -12,10 +12,14 @@ them, FLOPs per token and the CPU time of a step per FLOP against the baseline's
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 from .work import Plan, sweep_job
+
+DESIGN_FILE = "board.json"  # the design a --out holds, so that another design's runs and board never mix with it
 
 COLUMNS = ["rank", "variant", "yours", "gap", "ci_low", "ci_high", "p_holm", "detectable", "verdict", "seeds",
            "flops_per_token", "step_time_per_flop_vs_baseline"]
@@ -32,6 +36,33 @@ class Board:
     runs: str
     rules: Callable[[], list]
     extra: tuple = ()
+
+
+def design(study: str, board: Board, variants) -> dict:
+    """What one user's board is: the study, its size, baseline and seeds, and the user's rules."""
+    return {"study": study, "size": board.size, "baseline": board.baseline, "seeds": board.seeds,
+            "variants": sorted(variants)}
+
+
+def other_design(folder: Path, mine: dict) -> str | None:
+    """The board another design keeps in ``folder``, in words (None: none, or this one): its runs and board would
+    mix with this one's, and the board of one would replace the other's."""
+    try:
+        there = json.loads((folder / DESIGN_FILE).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return f"a {DESIGN_FILE} that cannot be read"
+    if there == mine:
+        return None
+    if not isinstance(there, dict):
+        return f"a {DESIGN_FILE} that is not a board's"
+    return f"the board of {', '.join(there.get('variants') or ['?'])} on {there.get('study', '?')}"
+
+
+def keep_design(folder: Path, mine: dict) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / DESIGN_FILE).write_text(json.dumps(mine, sort_keys=True) + "\n")
 
 
 def user_plan(board: Board, variants, out: str) -> Plan:
