@@ -239,3 +239,14 @@ def test_a_users_board_of_another_design_is_refused_in_an_out_that_holds_one(tmp
         assert sorted(out.rglob("*")) == kept
     assert command.main(["run", "first_board", "--variants", "highway", "--out", str(out)]) == 0
     assert started == ["first_board_highway", "first_board_highway"]
+
+
+def test_the_budget_names_the_devices_it_knows_for_one_it_does_not(capsys):
+    from rrlib.speed.budget import main
+    from rrlib.speed.peaks import PEAK_TFLOPS, table_peak
+
+    assert main(["60m", "--device", "nosuch"]) == 2
+    err = capsys.readouterr().err
+    labels = [label for _, label, _, _ in PEAK_TFLOPS]
+    assert err.strip().endswith(f"; valid devices: {', '.join(labels)}") and len(err.strip().splitlines()) == 1
+    assert all(table_peak(label, "bf16") is not None for label in labels)  # each name given is one it takes

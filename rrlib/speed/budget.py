@@ -26,7 +26,7 @@ from ..model import GPT
 from ..parsing import OneLineParser, path_text
 from ..runs.config import ConfigError, given_path, project_path
 from ..runs.presets import load_preset, resolve_run
-from .peaks import table_peak
+from .peaks import PEAK_TFLOPS, table_peak
 from .pricing import PAPER_SIZES, PAPER_VARIANTS, read_paper_csv
 
 PAPER_CSV = "outputs/reference/scaling_v8.csv"  # the committed copy
@@ -131,7 +131,8 @@ def main(argv=None) -> int:
     try:
         peak = table_peak(args.device, args.precision)
         if peak is None:
-            raise ConfigError(f"no {args.precision} peak for device {args.device!r} in rrlib.speed.peaks.PEAK_TFLOPS")
+            raise ConfigError(f"no {args.precision} peak for device {args.device!r} in rrlib.speed.peaks.PEAK_TFLOPS; "
+                              f"valid devices: {', '.join(label for _, label, _, _ in PEAK_TFLOPS)}")
         csv = project_path(given_path(args.paper_csv) if args.paper_csv else PAPER_CSV)
         # the default table may be absent (a copied tree); one the user names must be there
         speed = paper_tokens_per_s(csv) if args.paper_csv or Path(csv).exists() else None
