@@ -48,7 +48,8 @@ def test_train_with_a_data_path_that_is_a_loop_of_links_exits_2_before_writing(t
 
 
 @pytest.mark.parametrize("argv", [["train", "--size", "tiny", "--variant", "standard", "--steps", "1"],
-                                  ["sweep", "--size", "tiny", "--variants", "standard", "--seeds", "0", "--steps", "1"]])
+                                  ["sweep", "--size", "tiny", "--variants", "standard", "--seeds", "0", "--steps",
+                                   "1"]])
 def test_rrlib_data_that_is_a_loop_of_links_stops_a_command_in_one_sentence_before_writing(tmp_path, argv):
     loop = loop_of_links(tmp_path)
     done = subprocess.run([sys.executable, "-m", "rrlib", *argv, "--out", str(tmp_path / "runs")], cwd=REPO,
@@ -174,8 +175,12 @@ def test_a_study_whose_every_run_fails_exits_1_naming_each(tmp_path, monkeypatch
       for jobs in ("0", "two", "-1", "nan", "inf", "1.5", "")],
     (["list", "nosuch"], "error: rrlib study list lists every study and takes no name; for 'nosuch': rrlib study "
                          "plan|run|status NAME, with NAME one of sizes, "),
+    (["run", "leaderboard", "--variants", "mine", "--out", "LOOP"], "error: --out LOOP cannot be looked at ("),
 ])
-def test_bad_study_input_is_one_sentence_naming_the_choices_before_any_work(argv, said, monkeypatch, capsys):
+def test_bad_study_input_is_one_sentence_naming_the_choices_before_any_work(argv, said, monkeypatch, capsys,
+                                                                           tmp_path):
+    loop = str(loop_of_links(tmp_path))
+    argv, said = [loop if word == "LOOP" else word for word in argv], said.replace("LOOP", loop)
     monkeypatch.setattr(command, "run_study", lambda *a: pytest.fail("a study started"))
     monkeypatch.setattr(command, "list_studies", lambda: pytest.fail("the studies were listed"))
     with pytest.raises(SystemExit) as caught:

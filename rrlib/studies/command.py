@@ -66,7 +66,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         if not args.variants:
             parser.exit(2, "error: --variants names no rule; give your rules, comma-separated, e.g. --variants mine\n")
         out = given_path(args.out or f"study_{args.name}_{'_'.join(args.variants)}")
-        if project_path(out).resolve().is_relative_to(project_path("outputs").resolve()):
+        try:
+            where = project_path(out).resolve()
+        except (OSError, RuntimeError) as err:  # a loop of links (RuntimeError before Python 3.13), a name too long
+            reason = getattr(err, "strerror", None) or err
+            parser.exit(2, f"error: --out {args.out or out} cannot be looked at ({reason}); give a folder of your "
+                           f"own, e.g. --out my_board\n")
+        if where.is_relative_to(project_path("outputs").resolve()):
             parser.exit(2, f"error: --out {args.out or out} lies in the project's outputs/, whose runs are published "
                            f"and never written by a user's study; give a folder of your own, e.g. --out my_board\n")
         args.out = out
