@@ -109,3 +109,22 @@ def test_denseformer_whose_dilation_and_period_together_average_nothing_is_refus
     with pytest.raises(ConfigError, match=f"give a dilation of at most {last} at this period"):
         GPT(ModelConfig(**config, rule_options={"dilation": dilation, "period": period}))
     GPT(ModelConfig(**config, rule_options={"dilation": last, "period": period}))  # the largest it takes
+
+
+def test_the_estimate_times_a_rule_by_its_finished_runs_and_says_the_rest_is_rough(tmp_path, monkeypatch):
+    """A rule with a finished run in the comparison is timed by it (3 s a step here); the rest by one step timed
+    beforehand (0.7 s here), which the message calls rough."""
+    from rrlib.compare import engine
+    from rrlib.runs import pace
+    from rrlib.runs.presets import resolve_run
+    from rrlib.runs.provenance import device_name
+
+    monkeypatch.setattr(pace, "named_step_time", lambda run: 0.7)
+    overrides = {"data": {"cache_dir": str(tmp_path / "cache")}, "train": {"steps": 10, "device": "cpu"}}
+    run = lambda rule, seed: resolve_run("tiny", rule, seed, overrides, str(tmp_path / "runs"))  # noqa: E731
+    finished = {"status": "finished", "device": device_name(torch.device("cpu")), "steps": 10, "minutes": 0.5}
+    said = []
+    engine.describe([(run("review", 0), finished)], [run("review", 1), run("standard", 1)], said.append)
+    estimate = said[-1]
+    assert estimate.startswith("[compare] about 37 s of training on this CPU"), estimate  # 10 × 3 s + 10 × 0.7 s
+    assert "review at the time a step took in its finished runs" in estimate and "rough" in estimate, estimate

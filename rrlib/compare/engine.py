@@ -38,10 +38,10 @@ from ..rules.external import GIVEN, rule_source
 from ..runs.config import ConfigError, RunConfig, project_path
 from ..runs.device import pick_device, resolve_precision
 from ..runs.folders import claimed, finished_at
-from ..runs.pace import PACE_FILE, estimated_seconds
 from ..runs.presets import resolve_run
 from ..runs.folders.runfiles import RunConflict, StateError
 from ..runs.sweep import run_sweep
+from .estimate import describe, duration  # noqa: F401 - duration is read from here too
 from .out_folder import out_lock
 
 STANDARD = "standard"  # the rule whose step time per FLOP every other's is divided by
@@ -158,35 +158,6 @@ def plan(runs: list[RunConfig], move_aside: bool = False, reuse_root: str | None
         else:
             todo.append(settled)
     return done, todo
-
-
-def describe(done, todo, log) -> None:
-    """What the call will do, before it trains: reused runs, runs to train, and the time that takes here."""
-    log(f"[compare] {len(done)} runs finished already (reused), {len(todo)} to train")
-    if not todo:
-        return
-    by_rule = {}
-    for run in todo:
-        by_rule.setdefault(run.variant, []).append(run.seed)
-    log("[compare] to train: " + "; ".join(f"{v} seeds {', '.join(map(str, s))}" for v, s in by_rule.items()))
-    device = pick_device(todo[0].train.device)
-    if device.type == "cpu":
-        seconds = estimated_seconds(todo)
-        store = project_path(todo[0].data.cache_dir) / PACE_FILE
-        log(f"[compare] about {duration(seconds)} of training on this CPU: each model's step, timed once on this "
-            f"machine and kept in {store} (delete it to time again, e.g. after the machine was busy), times its "
-            f"steps; evaluations add to it")
-    else:
-        log(f"[compare] on {device}: no estimate is made before the first steps (the progress bar gives one)")
-
-
-def duration(seconds: float) -> str:
-    """'25 s', '6 min', '3.5 h': a time the way one reads it."""
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 90 * 60:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 def train(req: Request, seeds, log) -> list[tuple[RunConfig, dict]] | None:
