@@ -23,14 +23,19 @@ from rrlib import ResidualRule, register
 class PlainGate(ResidualRule):
 {body}
     def commit(self, h, u):
+        {step}
         return h + u
 '''
 
 
-def compare(tmp_path, monkeypatch, capsys, head: str = "", body: str = "") -> tuple[int, str]:
+def rule_file(head: str = "", body: str = "", step: str = "pass") -> str:
+    return RULE.format(head=head, body=body, step=step)
+
+
+def compare(tmp_path, monkeypatch, capsys, **code) -> tuple[int, str]:
     from rrlib.__main__ import main
 
-    (tmp_path / "my_rules.py").write_text(RULE.format(head=head, body=body))
+    (tmp_path / "my_rules.py").write_text(rule_file(**code))
     monkeypatch.chdir(tmp_path)
     status = main(["compare", "--rules", "my_rules.py", "--variants", "plain_gate", "--against", "standard",
                    "--seeds", "2", *TINY, "--out", "verdict"])
@@ -65,7 +70,7 @@ def test_a_rule_file_that_adds_a_method_of_its_own_to_a_torch_class_is_not_refus
     from rrlib.rules import RULES, load_rules
 
     head = "torch.Tensor.plain_gate_helper = lambda self: self\nimport rrlib.model\nrrlib.model.NORM_EPS = 1e-5"
-    (tmp_path / "fine.py").write_text(RULE.format(head=head, body=""))
+    (tmp_path / "fine.py").write_text(rule_file(head=head))
     try:
         assert load_rules(str(tmp_path / "fine.py")) == ["plain_gate"] and "plain_gate" in RULES
     finally:
@@ -76,7 +81,7 @@ def test_a_rule_file_that_rebinds_a_constant_of_rrlib_is_refused_where_it_first_
     """A fresh ``rrlib train`` has not imported rrlib.model when it loads --rules: the file that imports it first
     and sets its norm's epsilon changes every run of the process, a standard baseline included."""
     head = "import rrlib.model\nrrlib.model.NORM_EPS = 1e-2"
-    (tmp_path / "my_rules.py").write_text(RULE.format(head=head, body=""))
+    (tmp_path / "my_rules.py").write_text(rule_file(head=head))
     env = {**os.environ, "RRLIB_RULES": ""}
     out = subprocess.run([sys.executable, "-m", "rrlib", "train", "--rules", "my_rules.py", "--variant", "standard",
                           *[a for a in TINY if a != "--no-timing"], "--out", "runs"], cwd=tmp_path, env=env,
@@ -85,16 +90,31 @@ def test_a_rule_file_that_rebinds_a_constant_of_rrlib_is_refused_where_it_first_
     assert len(out.stderr.strip().splitlines()) == 1 and not (tmp_path / "runs").exists()
 
 
-def test_a_rule_that_patches_torch_as_its_model_is_built_is_refused_by_the_trial(tmp_path, monkeypatch, capsys):
-    """The import is clean; the rule's constructor replaces F.gelu, which would change the standard runs trained after
-    it in the same process under their clean fingerprints."""
+def test_a_rule_that_patches_torch_as_it_is_built_is_refused_before_any_run(tmp_path, monkeypatch, capsys):
+    """The import is clean; the rule's constructor replaces F.gelu, which would change the standard runs a sweep
+    trains after it in the same process under their clean fingerprints."""
+    from rrlib.__main__ import main
+
     clean = F.gelu
     body = ('    def __init__(self, *args, **kwargs):\n        super().__init__(*args, **kwargs)\n'
             '        F.gelu = lambda x, approximate="none": x\n')
-    status, err = compare(tmp_path, monkeypatch, capsys, body=body)
+    (tmp_path / "my_rules.py").write_text(rule_file(body=body))
+    monkeypatch.chdir(tmp_path)
+    status = main(["sweep", "--rules", "my_rules.py", "--variants", "plain_gate,standard", *TINY[:-1],
+                   "--out", "runs"])
+    err = capsys.readouterr().err
     assert status == 2 and err.startswith("error: ") and len(err.strip().splitlines()) == 1, err
-    assert "the rule plain_gate changes what every run computes" in err and "torch.nn.functional.gelu" in err, err
-    assert F.gelu is clean and not (tmp_path / "verdict").exists()
+    assert "the rule plain_gate changes what every run computes as it is built" in err, err
+    assert "torch.nn.functional.gelu" in err and F.gelu is clean and not (tmp_path / "runs").exists()
+
+
+def test_a_rule_that_patches_torch_as_it_runs_is_refused_by_the_trial(tmp_path, monkeypatch, capsys):
+    """The rule replaces F.gelu in its forward pass: compare's one-step trial sees it before any run trains."""
+    clean = F.gelu
+    status, err = compare(tmp_path, monkeypatch, capsys, step='F.gelu = lambda x, approximate="none": x')
+    assert status == 2 and err.startswith("error: ") and len(err.strip().splitlines()) == 1, err
+    assert "the rule plain_gate changes what every run computes as its model is built or run" in err, err
+    assert "torch.nn.functional.gelu" in err and F.gelu is clean and not (tmp_path / "verdict").exists()
 
 
 @pytest.mark.parametrize("layers,dilation,period", [(4, 4, 3), (6, 5, 4)])

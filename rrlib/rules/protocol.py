@@ -26,6 +26,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .import_guard import changes, restore, snapshot
+
 INIT_STD = 0.02  # GPT-2's (and the paper's code's) init of every linear layer
 RMS_EPS = 1e-5  # the eps of every RMS norm of the residual rules
 
@@ -170,6 +172,9 @@ OPTION_KINDS = {"bool": ((bool,), "true or false"), "int": ((int,), "a whole num
 
 def build_rule(variant: str, shape: StreamShape, **options) -> ResidualRule:
     cls = rule_class(variant)
+    # A rule from outside the package may not change torch's settings or functions, or rrlib's, as it is built:
+    # every run built after it in the process would change under its clean fingerprint (rrlib.rules.import_guard)
+    clean = snapshot() if variant in SOURCES else None
     try:
         rule = cls(shape, **options)
     except TypeError as err:  # Python's words name __init__, not the setting: name the options instead
@@ -180,6 +185,13 @@ def build_rule(variant: str, shape: StreamShape, **options) -> ResidualRule:
         raise ConfigError(f"bad options {options} for variant {variant!r} (model.rule_options): {reason}; valid options: "
                           f"{', '.join(valid) or 'none'}") from None
     _check_kinds(variant, cls, options)  # a value its class took without a word (``recompute: maybe``)
+    if clean is not None:
+        settings, replaced = changes(clean)
+        if settings or replaced:
+            restore(clean)
+            raise ConfigError(f"the rule {variant} changes what every run computes as it is built "
+                              f"({'; '.join([*settings, *replaced][:4])}), which would change the runs built after it "
+                              f"under their clean fingerprints; keep such a change inside the rule's own code")
     return rule
 
 
