@@ -26,7 +26,9 @@ not a plain name, and a file that changes torch's behaviour as it imports: its g
 device, deterministic algorithms, threads, matmul precision, ...) or a function every run calls (``F.gelu``
 replaced by its tanh form; rrlib.rules.import_guard). Such a file is refused, and everything put back, rather
 than recorded: a ``standard`` run trained beside it would otherwise be another computation under the clean run's
-fingerprint. The rules a refused file registered before it failed are removed again.
+fingerprint. The rules a refused file registered before it failed are removed again. The same change made as
+the rule is built is refused by ``build_rule`` (rrlib.rules.protocol), and one made as its model runs by compare's
+one-step trial.
 
 An installed entry point that fails belongs to another package, and a command that does not ask for its rule
 must not fail on it: it is named in a warning on stderr and skipped; asking for an unknown rule then names it
