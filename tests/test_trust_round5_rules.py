@@ -148,3 +148,24 @@ def test_the_estimate_times_a_rule_by_its_finished_runs_and_says_the_rest_is_rou
     estimate = said[-1]
     assert estimate.startswith("[compare] about 37 s of training on this CPU"), estimate  # 10 × 3 s + 10 × 0.7 s
     assert "review at the time a step took in its finished runs" in estimate and "rough" in estimate, estimate
+
+
+def test_a_run_whose_evaluation_turns_nan_during_training_stops_there_diverged(tmp_path, data, monkeypatch, capsys):
+    """A rule whose eval mode is NaN from its fifth training call on: the evaluation at step 4 is not finite, and the
+    run ends there as diverged, naming that evaluation, instead of training on to a final evaluation that fails."""
+    import json
+
+    from rrlib.__main__ import main
+
+    step = 'type(self).calls += self.training\n        if not self.training and self.calls > 4:\n' \
+           '            return h + u * float("nan")'
+    (tmp_path / "my_rules.py").write_text(rule_file(body="    calls = 0\n", step=step))
+    monkeypatch.chdir(tmp_path)
+    status = main(["train", "--rules", "my_rules.py", "--variant", "plain_gate", "--size", "tiny", "--steps", "8",
+                   "--set", "train.eval_every=2", "--set", "train.fixed_eval_tokens=2048", "--set",
+                   "train.paper_eval_batches=1", "--out", "runs"])
+    assert status == 0, capsys.readouterr().err
+    result = json.loads((tmp_path / "runs/tiny/plain_gate/seed0/result.json").read_text())
+    assert result["status"] == "diverged" and result["fixed_loss"] is None, result
+    assert result["diverged_step"] < 8 and result["diverged_because"] == \
+        f"fixed_loss not finite at the evaluation of step {result['diverged_step']}", result

@@ -303,6 +303,10 @@ def _train(run, run_dir, data, device, rank, world, accum, stop, progress) -> di
                     ev = fixed_eval()
                 append_log(metrics, {"step": step, "fixed_loss": ev["loss"], "fixed_ece": ev["ece"],
                                "eval_seconds": paused.seconds})
+                if not math.isfinite(ev["loss"]):  # the final evaluation would score it diverged: stop here
+                    return _finish(run, run_dir, model, header, "diverged", step, minutes_before, clock,
+                                   start_step, diverged_step=step,
+                                   why=f"fixed_loss not finite at the evaluation of step {step}")
             if world == 1:  # one process stops at the next step; ranks stop where they agreed to (_agree)
                 stopping = stop.signum
             if step % tc.ckpt_every == 0 and step < tc.steps or stopping:
