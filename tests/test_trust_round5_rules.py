@@ -169,3 +169,16 @@ def test_a_run_whose_evaluation_turns_nan_during_training_stops_there_diverged(t
     assert result["status"] == "diverged" and result["fixed_loss"] is None, result
     assert result["diverged_step"] < 8 and result["diverged_because"] == \
         f"fixed_loss not finite at the evaluation of step {result['diverged_step']}", result
+
+
+def test_a_rule_file_that_replaces_a_numpy_function_the_batches_use_is_refused_and_put_back(tmp_path):
+    """The evaluation windows' starts are np.arange: a rule file that replaces it changes every run's data."""
+    import numpy as np
+
+    from rrlib.rules import RULES, ConfigError, load_rules
+
+    clean = np.arange
+    (tmp_path / "bad.py").write_text(rule_file(head="import numpy as np\nnp.arange = lambda *a, **k: np.zeros(1)"))
+    with pytest.raises(ConfigError, match=r"\(numpy.arange\)"):
+        load_rules(str(tmp_path / "bad.py"))
+    assert np.arange is clean and "plain_gate" not in RULES

@@ -4,10 +4,12 @@ A run's fingerprint records its settings and, for a rule from outside the packag
 that sets ``torch.set_default_dtype(torch.float64)`` or replaces ``F.gelu`` by its tanh form as it imports changes
 every run of the process, a ``standard`` baseline trained beside it included, under fingerprints a clean process
 also produces. So the loader (rrlib.rules.external) takes a ``snapshot`` before a rule file imports and asks
-``changes`` after: anything changed refuses the file in one sentence, and ``restore`` puts everything back.
+``changes`` after: anything changed refuses the file in one sentence, and ``restore`` puts everything back. The
+same check runs as a rule from outside the package is built (rrlib.rules.protocol.build_rule) and over compare's
+one-step trial of each rule's model.
 
 Settings: the ones below (``SETTINGS``), each with how to read and set it. Functions: every function, class and
-module bound in a module of torch, of rrlib or of ``math`` (and every method of a class defined there), compared by
+module bound in a module of torch, rrlib, ``math`` or numpy (and every method of a class defined there), compared by
 identity; a method set on such a class where it had only inherited one (``torch.Tensor.softmax``, inherited from
 torch's C base class; ``torch.optim.AdamW.step``, Adam's) replaces it too. Values: every other name bound in a
 module of rrlib (``rrlib.model.NORM_EPS``), compared by value. Importing more of torch rebinds a few of its own
@@ -15,10 +17,11 @@ module of rrlib (``rrlib.model.NORM_EPS``), compared by value. Importing more of
 torch's own doing and not a change; a value from anywhere else (a lambda, ``functools.partial``, a function of the
 rule file) is.
 
-Refused, not recorded: a process-wide fingerprint would have to reach every run folder and result a process
-writes, and reused runs would still be read beside the changed ones; refusing keeps one meaning per fingerprint
-with one check at the loader. Not seen: a kernel registered with torch's dispatcher (``torch.library``) and a change
-made inside a mutable value without rebinding it.
+Refused rather than recorded: the change belongs to the process, not to the rule, so recording it would mark
+every run of the process (a ``standard`` baseline too) with a fingerprint no clean process produces, and such runs
+could never be reused by one; a rule that needs another function calls it in its own code, which its hash covers.
+Not seen: a kernel registered with torch's dispatcher (``torch.library``) and a change made inside a mutable value
+without rebinding it.
 """
 from __future__ import annotations
 
@@ -31,7 +34,7 @@ from pathlib import Path
 
 import torch
 
-ROOTS = ("torch", "rrlib", "math")  # the packages whose functions a run calls
+ROOTS = ("torch", "rrlib", "math", "numpy")  # the packages whose functions a run calls (numpy: its batches)
 VALUES_OF = ("rrlib",)  # the packages whose other module-level names (constants) a run reads
 
 
