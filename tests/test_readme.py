@@ -4,6 +4,7 @@ text is checked on constructed results."""
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -192,3 +193,39 @@ def test_the_results_read_the_runs_and_parameters_a_build_gave_its_pages(monkeyp
     assert results.family_summary()["variant"].tolist() == ["standard"]
     assert called["family"][0] == "tiny" and called["family"][2] == [0] and called["family"][3] == "build/quick/runs"
     assert results.family_summary(wide=True) is None  # the build gave no wider size
+
+
+class _Stub:
+    """A stand-in for rrlib.report.index.Results with the three results the summary blocks read."""
+
+    def __init__(self, board=None, claims=None, controls=None):
+        self._board, self._claims, self._controls = board, claims, controls
+
+    def board(self):
+        return self._board
+
+    def claims(self):
+        return self._claims
+
+    def controls(self):
+        return self._controls
+
+
+def test_the_board_sentence_names_every_rule_the_board_calls_better_and_worse():
+    board = pd.DataFrame({"paper": ["A, arXiv:1", "B, arXiv:2", "C", "pre-norm residual", "D"],
+                          "stage": ["judged", "judged", "judged", "baseline", "in progress"],
+                          "gap": [0.0412, -0.02, 0.001, 0.0, np.nan], "seeds": [47, 47, 47, np.nan, 3],
+                          "verdict": ["better", "worse", "inconclusive", "", ""]})
+    assert readme.board_finding(_Stub(board=board)) == (
+        "On the leaderboard's 47 seeds (Holm over its 3 rules), 1 beat the standard residual: A (+0.041); 1 fall "
+        "behind it: B (−0.020).\n")
+
+
+def test_each_controlled_verdict_names_its_setting_and_its_controls_state():
+    claims = pd.DataFrame({"id": ["x"], "paper": ["ReZero"], "claim": ["converges faster"],
+                           "verdict": ["contradicted"], "setting": ["300 steps, 12 blocks; controls: a (b) c: d"]})
+    controls = pd.DataFrame({"record": ["x", "x"], "study": ["s1", "s2"], "role": ["positive control", "horizon"],
+                             "state": ["passes", "pending"], "finding": ["", ""], "unsettles": ["", ""]})
+    assert readme.reach_settings(_Stub(claims=claims, controls=controls)) == (
+        "- ReZero, converges faster: **contradicted** at 300 steps, 12 blocks (positive control passes, horizon "
+        "pending)\n")

@@ -29,7 +29,7 @@ class Results:
     ``built``: the notebooks whose pages the report holds (None: every one), the only ones the abstract speaks of."""
 
     def __init__(self, pages: dict | None = None, claims: pd.DataFrame | None = None, built=None):
-        self.pages, self._claims, self._parameters = pages or {}, claims, {}
+        self.pages, self._claims, self._parameters, self._ledger = pages or {}, claims, {}, None
         self.built = None if built is None else set(built)
 
     def shows(self, name: str) -> bool:
@@ -46,11 +46,21 @@ class Results:
             self._parameters[name] = {**own, **{k: v for k, v in given.items() if k in own}}
         return self._parameters[name]
 
+    def ledger(self):
+        """Page 07's ledger with what its rows were made from (rrlib.claims.assemble.Ledger; about a minute, once)."""
+        if self._ledger is None:
+            self._ledger = claims_ledger.build(claims_ledger.inputs_from(self.page("07_claims")))
+        return self._ledger
+
     def claims(self) -> pd.DataFrame:
-        """Page 07's ledger (about a minute the first time)."""
+        """Page 07's ledger, one row per record."""
         if self._claims is None:
-            self._claims = claims_ledger.build(claims_ledger.inputs_from(self.page("07_claims"))).table
+            self._claims = self.ledger().table
         return self._claims
+
+    def controls(self) -> pd.DataFrame:
+        """The reach verdicts' controls, one row each (rrlib.claims.controls)."""
+        return self.ledger().controls
 
     def final_loss(self) -> pd.DataFrame:
         """Page 02: the mean fixed-set loss per depth (``sublayers``) and rule."""

@@ -299,6 +299,32 @@ def leaderboard(results: Results) -> str:
                       "verdict", "step time per FLOP vs standard"], rows)
 
 
+def board_finding(results: Results) -> str:
+    """The leaderboard in one sentence: every rule the board calls better than standard (Holm over the board), by
+    its gap, and every rule it calls worse."""
+    board = results.board()
+    judged = board[board["stage"] == "judged"].sort_values("gap", ascending=False)
+    named = {word: [f"{r['paper'].split(',')[0]} ({_signed(r['gap'], 3)})" for _, r in judged.iterrows()
+                    if r["verdict"] == word] for word in ("better", "worse")}
+    seeds = int(judged["seeds"].min()) if len(judged) else 0
+    return (f"On the leaderboard's {seeds} seeds (Holm over its {len(judged)} rules), {len(named['better'])} "
+            f"beat the standard residual: {', '.join(named['better']) or 'none'}; {len(named['worse'])} fall behind "
+            f"it: {', '.join(named['worse']) or 'none'}.\n")
+
+
+def reach_settings(results: Results) -> str:
+    """Each controlled reach verdict, the setting it holds in and its controls' state (rrlib.claims.controls)."""
+    claims = results.claims().set_index("id")
+    controls = results.controls()
+    lines = []
+    for record, part in controls.groupby("record", sort=False):
+        r = claims.loc[record]
+        states = ", ".join(f"{c.role} {c.state}" for c in part.itertuples())
+        lines.append(f"- {r['paper']}, {r['claim']}: **{r['verdict'].split(':')[0]}** at "
+                     f"{r['setting'].split('; controls: ')[0]} ({states})")
+    return "\n".join(lines) + "\n"
+
+
 # the documents that hold generated blocks, relative to the project root; each block lives in one of them, but the
 # Colab badges (made from the repository's address, rrlib.report.colab), which the README and docs/notebooks.md hold
 DOCUMENTS = ("README.md", "docs/results.md", "docs/notebooks.md")
@@ -306,7 +332,8 @@ BUILDERS = {"abstract": abstract, "depth": depth, "looped": looped, "looped_powe
             "cpu_scale": cpu_scale, "recipe": recipe, "size_tokens": size_tokens, "family": family,
             "family_mini": family_mini, "paper_tests": paper_tests, "claims": claims, "claims_counts": claims_counts,
             "powered": powered,
-            "reach": reach, "leaderboard": leaderboard, "colab": lambda results: badges()}
+            "reach": reach, "leaderboard": leaderboard, "board_finding": board_finding,
+            "reach_settings": reach_settings, "colab": lambda results: badges()}
 
 
 def render(text: str, results: Results) -> str:

@@ -180,7 +180,7 @@ def welch(a, b, alpha: float = 0.05) -> dict:
 
 def row(paper: str, claim: str, test: str, verdict: str, evidence: str, effect=np.nan, ci_low=np.nan,
         ci_high=np.nan, p=np.nan, correction: str = "", paper_effect=np.nan, detectable=np.nan,
-        margin=np.nan, own_runs: bool = False) -> dict:
+        margin=np.nan, own_runs: bool = False, setting: str | None = None) -> dict:
     """One ledger row. An inconclusive row says what its design could see, beside the paper's effect; alone where
     the row tests the paper's own runs (``own_runs``), whose effect is the same data's estimate."""
     if verdict not in VERDICTS and not verdict.startswith(("untested: ", "out of reach: ")):
@@ -191,7 +191,7 @@ def row(paper: str, claim: str, test: str, verdict: str, evidence: str, effect=n
         test += f"; {seen}" + (f" against the paper's {paper_effect:.4g}" if np.isfinite(paper_effect) and not own_runs
                                else "")
     values = (paper, claim, test, correction, effect, ci_low, ci_high, p, paper_effect, detectable, margin,
-              verdict, evidence)
+              verdict, evidence, setting)
     return dict(zip(COLUMNS, values))
 
 
