@@ -170,11 +170,16 @@ OPTION_KINDS = {"bool": ((bool,), "true or false"), "int": ((int,), "a whole num
                 "float": ((int, float), "a number"), "str": ((str,), "text")}
 
 
+_BUILT: set[type] = set()  # the classes of rules from outside the package built cleanly once in this process
+
+
 def build_rule(variant: str, shape: StreamShape, **options) -> ResidualRule:
     cls = rule_class(variant)
     # A rule from outside the package may not change torch's settings or functions, or rrlib's, as it is built:
-    # every run built after it in the process would change under its clean fingerprint (rrlib.rules.import_guard)
-    clean = snapshot() if variant in SOURCES else None
+    # every run built after it in the process would change under its clean fingerprint (rrlib.rules.import_guard).
+    # Checked at its first build in the process, before any run of it: a snapshot costs a fraction of a second, and
+    # resolving a run builds its model several times (rrlib.runs.presets matches parameters)
+    clean = snapshot() if variant in SOURCES and cls not in _BUILT else None
     try:
         rule = cls(shape, **options)
     except TypeError as err:  # Python's words name __init__, not the setting: name the options instead
@@ -192,6 +197,7 @@ def build_rule(variant: str, shape: StreamShape, **options) -> ResidualRule:
             raise ConfigError(f"the rule {variant} changes what every run computes as it is built "
                               f"({'; '.join([*settings, *replaced][:4])}), which would change the runs built after it "
                               f"under their clean fingerprints; keep such a change inside the rule's own code")
+        _BUILT.add(cls)
     return rule
 
 
