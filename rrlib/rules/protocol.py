@@ -23,9 +23,9 @@ import re
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from .gate_norm import gate_rms
 from .import_guard import changes, restore, snapshot
 
 INIT_STD = 0.02  # GPT-2's (and the paper's code's) init of every linear layer
@@ -61,7 +61,7 @@ class StreamShape:
 
 def rms(x: torch.Tensor) -> torch.Tensor:
     """Parameter-free RMS normalisation over channels (the gate's view of h and u)."""
-    return F.rms_norm(x, (x.shape[-1],), eps=RMS_EPS)
+    return gate_rms(x, RMS_EPS)
 
 
 class ResidualRule(nn.Module):
