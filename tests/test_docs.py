@@ -65,6 +65,9 @@ def test_every_doc_page_is_linked_from_the_readme_and_the_readme_fits_a_screen()
     assert all(f"(docs/{doc.name})" in readme for doc in DOCUMENTS[1:])
     for machine in ("2-core", "load average", "this machine"):
         assert machine not in readme
+    start = readme.index("## The finding at a glance")
+    finding = readme[start:readme.index("![", start)]  # up to its forest plot
+    assert len(re.sub(r"<!--.*?-->", "", finding).split()) <= 150  # the finding, its generated lines included
 
 
 

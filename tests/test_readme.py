@@ -217,15 +217,15 @@ def test_the_board_sentence_names_every_rule_the_board_calls_better_and_worse():
                           "gap": [0.0412, -0.02, 0.001, 0.0, np.nan], "seeds": [47, 47, 47, np.nan, 3],
                           "verdict": ["better", "worse", "inconclusive", "", ""]})
     assert readme.board_finding(_Stub(board=board)) == (
-        "On the leaderboard's 47 seeds (Holm over its 3 rules), 1 beat the standard residual: A (+0.041); 1 fall "
-        "behind it: B (−0.020).\n")
+        "On the leaderboard (47 seeds, Holm over 3 rules) 1 rule beats the standard residual: A; 1 fall behind it.\n")
 
 
 def test_each_controlled_verdict_names_its_setting_and_its_controls_state():
     claims = pd.DataFrame({"id": ["x"], "paper": ["ReZero"], "claim": ["converges faster"],
-                           "verdict": ["contradicted"], "setting": ["300 steps, 12 blocks; controls: a (b) c: d"]})
+                           "verdict": ["contradicted"],
+                           "setting": ["300 steps (0.15 passes over the sample), 12 blocks, lr 0.004, against s; "
+                                       "controls: a (b) c: d"]})
     controls = pd.DataFrame({"record": ["x", "x"], "study": ["s1", "s2"], "role": ["positive control", "horizon"],
                              "state": ["passes", "pending"], "finding": ["", ""], "unsettles": ["", ""]})
     assert readme.reach_settings(_Stub(claims=claims, controls=controls)) == (
-        "- ReZero, converges faster: **contradicted** at 300 steps, 12 blocks (positive control passes, horizon "
-        "pending)\n")
+        "ReZero **contradicted** (300 steps, 12 blocks; controls: 1 passes, 1 pending).\n")

@@ -301,28 +301,29 @@ def leaderboard(results: Results) -> str:
 
 def board_finding(results: Results) -> str:
     """The leaderboard in one sentence: every rule the board calls better than standard (Holm over the board), by
-    its gap, and every rule it calls worse."""
+    its gap, and how many it calls worse (their gaps are in docs/results.md's table)."""
     board = results.board()
     judged = board[board["stage"] == "judged"].sort_values("gap", ascending=False)
-    named = {word: [f"{r['paper'].split(',')[0]} ({_signed(r['gap'], 3)})" for _, r in judged.iterrows()
-                    if r["verdict"] == word] for word in ("better", "worse")}
+    better = [r["paper"].split(",")[0] for _, r in judged.iterrows() if r["verdict"] == "better"]
+    worse = int((judged["verdict"] == "worse").sum())
     seeds = int(judged["seeds"].min()) if len(judged) else 0
-    return (f"On the leaderboard's {seeds} seeds (Holm over its {len(judged)} rules), {len(named['better'])} "
-            f"beat the standard residual: {', '.join(named['better']) or 'none'}; {len(named['worse'])} fall behind "
-            f"it: {', '.join(named['worse']) or 'none'}.\n")
+    return (f"On the leaderboard ({seeds} seeds, Holm over {len(judged)} rules) {len(better)} "
+            f"{'rule beats' if len(better) == 1 else 'rules beat'} the standard residual: "
+            f"{', '.join(better) or 'none'}; {worse} fall behind it.\n")
 
 
 def reach_settings(results: Results) -> str:
-    """Each controlled reach verdict, the setting it holds in and its controls' state (rrlib.claims.controls)."""
+    """Each controlled reach verdict in a few words: the paper, the verdict, the steps and depths it holds at, and
+    its controls counted by state (rrlib.claims.controls; the whole setting is on page 07 and in docs/results.md)."""
     claims = results.claims().set_index("id")
     controls = results.controls()
-    lines = []
+    parts = []
     for record, part in controls.groupby("record", sort=False):
         r = claims.loc[record]
-        states = ", ".join(f"{c.role} {c.state}" for c in part.itertuples())
-        lines.append(f"- {r['paper']}, {r['claim']}: **{r['verdict'].split(':')[0]}** at "
-                     f"{r['setting'].split('; controls: ')[0]} ({states})")
-    return "\n".join(lines) + "\n"
+        steps, blocks = r["setting"].split(" (")[0], r["setting"].split("), ")[1].split(", ")[0]
+        states = ", ".join(f"{n} {state}" for state, n in part["state"].value_counts(sort=False).items())
+        parts.append(f"{r['paper']} **{r['verdict'].split(':')[0]}** ({steps}, {blocks}; controls: {states})")
+    return "; ".join(parts) + ".\n"
 
 
 # the documents that hold generated blocks, relative to the project root; each block lives in one of them, but the
