@@ -42,7 +42,8 @@ def compare(tmp_path, monkeypatch, capsys, **code) -> tuple[int, str]:
     return status, capsys.readouterr().err
 
 
-# what the file does → the name the sentence gives; each one was inherited, not the class's own, before
+# what the file does → the name the sentence gives; each one inherited, not the class's own (AdamW.step: until
+# torch wraps it at a first AdamW)
 INHERITED = {
     "torch.Tensor.softmax = lambda self, *a, **k: torch.softmax(self, *a, **k)": "torch.Tensor.softmax",
     "torch.Tensor.__add__ = lambda self, other: torch.add(self, other)": "torch.Tensor.__add__",
@@ -57,11 +58,11 @@ def test_a_rule_file_that_overrides_an_inherited_torch_method_is_refused_and_put
 
     owner, name = INHERITED[patch].replace("torch.optim.adamw", "torch.optim").rsplit(".", 1)
     cls = eval(owner)  # noqa: S307 - one of the names above
-    assert name not in vars(cls)
+    before = vars(cls).get(name)  # None, or torch's own (a first AdamW wraps AdamW.step for its profiler)
     status, err = compare(tmp_path, monkeypatch, capsys, head=patch)
     assert status == 2 and err.startswith("error: ") and len(err.strip().splitlines()) == 1, err
     assert "replace functions that every run calls" in err and INHERITED[patch] in err, err
-    assert name not in vars(cls)  # the inherited method answers again
+    assert vars(cls).get(name) is before  # the method answers as before
     assert "plain_gate" not in RULES and not (tmp_path / "verdict").exists()
 
 
