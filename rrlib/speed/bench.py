@@ -65,20 +65,34 @@ from .timing import bench_size, cpu_step_clock, rule_option_sets, say
 
 def cpu_description() -> dict:
     """The host CPU, which every result file records (the same model and threads run other kernels on another
-    CPU): its model name; the instruction set ATen's vectorised kernels dispatch to; and what ``-march=native``
-    targets, which rrlib.rules.native's kernels are built for (``march`` and ``extensions`` None without a
-    compiler)."""
-    model = platform.processor() or platform.machine()
+    CPU): its model name; its vector instruction sets (``vector_isa``, from the kernel's flags: AVX2, AVX-512,
+    AVX-VNNI, AMX, which the same code's speed ratios between rules depend on); the instruction set ATen's
+    vectorised kernels dispatch to; and what ``-march=native`` targets, which rrlib.rules.native's kernels are
+    built for (``march`` and ``extensions`` None without a compiler)."""
+    model, flags = platform.processor() or platform.machine(), ""
     try:
         with open("/proc/cpuinfo") as info:  # Linux names the model here; platform.processor() says "x86_64"
-            model = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), model)
+            lines = info.read().splitlines()
+        model = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), model)
+        flags = next((line.split(":", 1)[1] for line in lines if line.startswith("flags")), "")
     except OSError:
         pass
     try:
         isa = target_isa()
     except (OSError, RuntimeError, subprocess.SubprocessError):
         isa = {"march": None, "extensions": None}
-    return {"model": model, "aten_capability": torch.backends.cpu.get_cpu_capability(), **isa}
+    return {"model": model, "vector_isa": vector_isa(flags),
+            "aten_capability": torch.backends.cpu.get_cpu_capability(), **isa}
+
+
+VECTOR_FLAGS = ("avx2", "fma", "avx_vnni", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16",
+                "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8")
+
+
+def vector_isa(flags: str) -> list[str]:
+    """The vector instruction sets of ``VECTOR_FLAGS`` that a /proc/cpuinfo ``flags`` line lists, in that order."""
+    listed = set(flags.split())
+    return [flag for flag in VECTOR_FLAGS if flag in listed]
 
 
 # ---------------------------------------------------------------- tokenising
@@ -225,7 +239,8 @@ def render(result: dict) -> str:
     if result["results"]:
         cpu = result["cpu"]
         parts += [f"Device {result['device']} on {cpu['model']} (ATen {cpu['aten_capability']}, -march=native "
-                  f"{cpu['march']}), torch {result['torch_version']}, precision {result['precision']}, "
+                  f"{cpu['march']}), vector ISA {' '.join(cpu.get('vector_isa') or ['unknown'])}, "
+                  f"torch {result['torch_version']}, precision {result['precision']}, "
                   f"compile {result['compile']}, commit {result['git_commit']}; median of "
                   f"{result['steps'] * result['repeats']} timed steps after {result['warmup']} warmup steps, "
                   f"timed by {result.get('step_clock', 'wall time')}. "
