@@ -1,4 +1,4 @@
-// CPU kernels for the multi-stream rules (HC, mHC): per-token contractions over n streams of d channels, the
+// CPU kernels for the multi-stream rules (HC, mHC) and Review's gate norms: per-token contractions over n streams of d channels, the
 // inverse RMS, and Sinkhorn's normalisations. Each loops over tokens and does all of one token's work while
 // its n × d values are in cache. In ATen the same work is several passes over the streams: linalg.vecdot
 // materialises the product before summing, and bmm makes one small matrix product per token.
@@ -855,6 +855,101 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tenso
   return {gs, ginv, gu, sums.narrow(0, 0, d), sums.narrow(0, 2 * d, k), sums.narrow(0, d, d)};
 }
 
+// dst = src · r, and out = in + r (g − y · mean): the two rows of Review's norms (#pragma cannot sit in a macro's
+// arguments, so the loops live here, outside AT_DISPATCH)
+template <typename scalar_t>
+void scale_row(scalar_t* dst, const scalar_t* src, scalar_t r, int64_t d) {
+#pragma omp simd
+  for (int64_t c = 0; c < d; ++c) dst[c] = src[c] * r;
+}
+
+// out = in (⊙ gate, where given) + r (g − y · mean)
+template <typename scalar_t>
+void norm_backward_row(scalar_t* out, const scalar_t* in, const scalar_t* gate, const scalar_t* g, const scalar_t* y,
+                       scalar_t r, scalar_t mean, int64_t d) {
+  if (gate == nullptr) {
+#pragma omp simd
+    for (int64_t c = 0; c < d; ++c) out[c] = in[c] + r * (g[c] - y[c] * mean);
+  } else {
+#pragma omp simd
+    for (int64_t c = 0; c < d; ++c) out[c] = in[c] * gate[c] + r * (g[c] - y[c] * mean);
+  }
+}
+
+template <typename scalar_t>
+void gate_backward_rows(scalar_t* gz, const scalar_t* g, const scalar_t* u, const scalar_t* r, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) gz[i] = g[i] * u[i] * r[i] * (scalar_t(1) - r[i]);
+}
+
+// Review's gate input (rrlib.rules.review_gate): per token, the two RMS-normalised rows [h r_h, u r_u] side by side,
+// (N, 2d), and r_h, r_u, (N, 2): one pass over h and u where ATen's norms and concatenation made seven
+std::tuple<at::Tensor, at::Tensor> review_norms(at::Tensor h, at::Tensor u, double eps) {
+  check(h, "h");
+  check(u, "u");
+  const int64_t N = h.size(0), d = h.size(1);
+  auto x = at::empty({N, 2 * d}, h.options());
+  auto inv = at::empty({N, 2}, h.options());
+  AT_DISPATCH_FLOATING_TYPES(h.scalar_type(), "review_norms", [&] {
+    const scalar_t* sources[2] = {h.data_ptr<scalar_t>(), u.data_ptr<scalar_t>()};
+    scalar_t* X = x.data_ptr<scalar_t>();
+    scalar_t* R = inv.data_ptr<scalar_t>();
+    each_token(N, [&](int64_t t) {
+      for (int side = 0; side < 2; ++side) {
+        const scalar_t* src = sources[side] + t * d;
+        const scalar_t r = scalar_t(1) / std::sqrt(dot(src, src, d) / scalar_t(d) + scalar_t(eps));
+        R[2 * t + side] = r;
+        scale_row(X + t * 2 * d + side * d, src, r, d);
+      }
+    });
+  });
+  return {x, inv};
+}
+
+// The gate's pre-activation gradient, ∂z = g ⊙ u ⊙ r (1 − r) (h' = h + r ⊙ u, r = σ(z)), in one pass
+at::Tensor review_gate_backward(at::Tensor grad, at::Tensor u, at::Tensor r) {
+  check(grad, "grad");
+  check(u, "u");
+  check(r, "r");
+  auto gz = at::empty_like(r);
+  AT_DISPATCH_FLOATING_TYPES(r.scalar_type(), "review_gate_backward", [&] {
+    gate_backward_rows(gz.data_ptr<scalar_t>(), grad.data_ptr<scalar_t>(), u.data_ptr<scalar_t>(),
+                       r.data_ptr<scalar_t>(), r.numel());
+  });
+  return gz;
+}
+
+// ∂h and ∂u: what the sum and the product give them (g, and g ⊙ r) plus the norms' backward, per token and side
+// ∂x = r_x (g_x − y mean_c(g_x ⊙ y)) with y the normalised row and g_x its gradient: one pass
+std::tuple<at::Tensor, at::Tensor> review_norms_backward(at::Tensor grad_x, at::Tensor x, at::Tensor inv,
+                                                         at::Tensor grad, at::Tensor r) {
+  check(grad_x, "grad_x");
+  check(x, "x");
+  check(inv, "inverse_rms");
+  check(grad, "grad");
+  check(r, "r");
+  const int64_t N = grad.size(0), d = grad.size(1);
+  auto gh = at::empty_like(grad), gu = at::empty_like(grad);
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "review_norms_backward", [&] {
+    const scalar_t* GX = grad_x.data_ptr<scalar_t>();
+    const scalar_t* X = x.data_ptr<scalar_t>();
+    const scalar_t* R = inv.data_ptr<scalar_t>();
+    const scalar_t* G = grad.data_ptr<scalar_t>();
+    const scalar_t* GATE = r.data_ptr<scalar_t>();
+    scalar_t* outgoing[2] = {gh.data_ptr<scalar_t>(), gu.data_ptr<scalar_t>()};
+    each_token(N, [&](int64_t t) {
+      for (int side = 0; side < 2; ++side) {
+        const scalar_t* g = GX + t * 2 * d + side * d;
+        const scalar_t* y = X + t * 2 * d + side * d;
+        const scalar_t mean = dot(g, y, d) / scalar_t(d);
+        norm_backward_row(outgoing[side] + t * d, G + t * d, side ? GATE + t * d : nullptr, g, y, R[2 * t + side],
+                          mean, d);
+      }
+    });
+  });
+  return {gh, gu};
+}
+
 }  // namespace
 
 // Registered as operators (torch.ops.rrlib_native.*), so that the dispatcher sees them: rrlib.speed.memory's tracker
@@ -866,6 +961,10 @@ TORCH_LIBRARY(rrlib_native, m) {
   m.def("stream_write_backward(Tensor grad, Tensor mix, Tensor streams, Tensor write, Tensor u)"
         " -> (Tensor, Tensor, Tensor, Tensor)");
   m.def("inverse_rms(Tensor x, float eps) -> Tensor");
+  m.def("review_norms(Tensor h, Tensor u, float eps) -> (Tensor, Tensor)");
+  m.def("review_norms_backward(Tensor grad_x, Tensor x, Tensor inverse_rms, Tensor grad, Tensor r)"
+        " -> (Tensor, Tensor)");
+  m.def("review_gate_backward(Tensor grad, Tensor u, Tensor r) -> Tensor");
   m.def("sinkhorn(Tensor m, int iters) -> Tensor");
   m.def("sinkhorn_backward(Tensor grad, Tensor m, int iters) -> Tensor");
   m.def("mgr_pool(Tensor streams, Tensor inverse_rms, Tensor pool_query, float scale) -> Tensor");
@@ -892,6 +991,9 @@ TORCH_LIBRARY_IMPL(rrlib_native, CPU, m) {
   m.impl("stream_write", &stream_write);
   m.impl("stream_write_backward", &stream_write_backward);
   m.impl("inverse_rms", &inverse_rms);
+  m.impl("review_norms", &review_norms);
+  m.impl("review_norms_backward", &review_norms_backward);
+  m.impl("review_gate_backward", &review_gate_backward);
   m.impl("sinkhorn", &sinkhorn);
   m.impl("sinkhorn_backward", &sinkhorn_backward);
   m.impl("mgr_pool", &mgr_pool);
