@@ -240,7 +240,33 @@ def test_shards_of_another_design_are_refused_in_a_shared_out(tmp_path):
     with engine.out_lock(tmp_path / "out", shared=True, design=ours.design):
         with engine.out_lock(tmp_path / "out", shared=True, design=sibling.design):  # one design: side by side
             pass
-        with pytest.raises(engine.ConfigError, match="shards of another comparison are training into --out"):
+        with pytest.raises(engine.ConfigError, match="shards of another comparison have trained into --out"):
             with engine.out_lock(tmp_path / "out", shared=True, design=theirs.design):
                 pass
-    assert list((tmp_path / "out").iterdir()) == []  # the last shard out leaves nothing behind
+    assert [p.name for p in (tmp_path / "out").iterdir()] == [".design.json"]  # no live lock; the design's record
+
+
+def test_a_design_whose_shards_stopped_keeps_its_out_from_another_design_until_its_verdict(tmp_path):
+    """Shard 0/2 of one design has run and left (finished or killed); shard 1/2 of another design, or a plain call of
+    it, is refused in one sentence though no shard runs now, while the first design's sibling and a plain call of the
+    first design go on; once its verdict is written the folder takes another design."""
+    from rrlib.compare import engine, out_folder
+
+    out = tmp_path / "out"
+    ours = engine.Request("tiny", ["review"], ["standard"], seeds=[0, 1], shard=(0, 2))
+    sibling = engine.Request("tiny", ["review"], ["standard"], seeds=[0, 1], shard=(1, 2))
+    theirs = engine.Request("tiny", ["highway"], ["standard"], seeds=[0, 1], shard=(1, 2))
+    whole_theirs = engine.Request("tiny", ["highway"], ["standard"], seeds=[0, 1])
+    with engine.out_lock(out, shared=True, design=ours.design):
+        pass
+    for other, shared in ((theirs, True), (whole_theirs, False)):
+        with pytest.raises(engine.ConfigError, match=r"^shards of another comparison have trained into --out .* and "
+                                                     r"its verdict is not written yet"):
+            with engine.out_lock(out, shared=shared, design=other.design):
+                pass
+    with engine.out_lock(out, shared=True, design=sibling.design):
+        pass
+    with engine.out_lock(out, design=engine.Request("tiny", ["review"], ["standard"], seeds=[0, 1]).design):
+        out_folder.design_done(out)  # a plain call of the design writes its verdict
+    with engine.out_lock(out, shared=True, design=theirs.design):
+        pass

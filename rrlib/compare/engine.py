@@ -42,7 +42,7 @@ from ..runs.presets import resolve_run
 from ..runs.folders.runfiles import RunConflict, StateError
 from ..runs.sweep import run_sweep
 from .estimate import describe, duration  # noqa: F401 - duration is read from here too
-from .out_folder import out_lock
+from .out_folder import design_done, out_lock
 
 STANDARD = "standard"  # the rule whose step time per FLOP every other's is divided by
 STUDY_ROOT = "outputs/runs"  # the project's committed runs: read for reuse, never written by compare
@@ -403,6 +403,7 @@ def write_verdict(req: Request, out_dir: Path, table: pd.DataFrame, design: dict
     timing = step_times(req) if req.timing else None
     rows = verdict_table(req, table, design, timing)
     written = files.write(out_dir, req, rows, table, design, provenance(req, table, design), command)
+    design_done(out_dir)  # the sharded design, if any, is whole: the folder is free for another
     log(files.printed(rows))
     log(f"[compare] wrote {', '.join(p.name for p in written)} in {out_dir}")
     return rows

@@ -5,18 +5,27 @@ a shard also holds a lock on ``.shards-<design>.lock`` in the folder, named by a
 without its shard), so that a shard of another design, whose runs and verdict would mix with these under one
 ``--out``, finds it held and is refused. The file goes when the last shard of its design leaves (a killed one's is
 removed by the next shard that finds it free).
+
+That lock only sees shards that run at the same moment. So a sharded design also leaves a lasting record in the
+folder, ``.design.json`` (its design in words), from its first shard until its verdict is written
+(``design_done``): a shard of another design, or a plain call of another design, that comes while the record is
+there, even after every shard of the first has stopped or been killed, is refused, since its runs and verdict would
+mix with the first design's. A plain call of the same design finishes it.
 """
 from __future__ import annotations
 
 import contextlib
 import fcntl
 import hashlib
+import json
 import os
 from pathlib import Path
 
 from ..runs.config import ConfigError
+from ..runs.folders.disk import write_bytes_atomic
 
 SHARDS = ".shards-{}.lock"
+RECORD = ".design.json"  # the sharded design training into the folder, until its verdict is written
 
 
 @contextlib.contextmanager
@@ -33,6 +42,8 @@ def out_lock(out_dir: Path, shared: bool = False, wait: bool = False, design: st
         except BlockingIOError:
             raise ConfigError(f"another rrlib compare is writing into --out {out_dir}; wait for it to finish, or give "
                               f"another --out") from None
+        if design:
+            _same_design(out_dir, design, record=shared)
         with _one_design(out_dir, design) if shared else contextlib.nullcontext():
             yield
     finally:
@@ -59,6 +70,33 @@ def _one_design(out_dir: Path, design: str):
         except BlockingIOError:
             pass
         os.close(fd)
+
+
+def _same_design(out_dir: Path, design: str, record: bool) -> None:
+    """Refuse a call of another design than the sharded one whose verdict ``out_dir`` waits for; a shard
+    (``record``) records its design where none is recorded."""
+    path = out_dir / RECORD
+    recorded = None
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        raise ConfigError(f"{path} is not a regular file; compare keeps its record of a sharded design there: remove "
+                          f"it, or give another --out")
+    if path.is_file():
+        try:
+            recorded = json.loads(path.read_text(encoding="utf-8"))["design"]
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+            raise ConfigError(f"{path} is not the record compare writes of a sharded design; remove it, or give "
+                              f"another --out") from None
+    if recorded is not None and recorded != design:
+        raise ConfigError(f"shards of another comparison have trained into --out {out_dir} and its verdict is not "
+                          f"written yet; finish them (the same flags as theirs, with or without --shard), or give "
+                          f"this one another --out")
+    if record and recorded is None:
+        write_bytes_atomic(path, json.dumps({"design": design}).encode())
+
+
+def design_done(out_dir: Path) -> None:
+    """The verdict of the folder's sharded design is written: another design may use the folder."""
+    (out_dir / RECORD).unlink(missing_ok=True)
 
 
 def _held(path: Path) -> bool:
