@@ -2,7 +2,8 @@
 the line it prints: the ratios between rules depend on them."""
 from rrlib.speed import bench
 
-SAPPHIRE_RAPIDS = "fpu sse2 avx2 fma avx512f avx512bw avx512vl avx512_bf16 avx512_vnni avx_vnni amx_bf16 amx_tile amx_int8"
+SAPPHIRE_RAPIDS = ("fpu sse2 avx2 fma avx512f avx512bw avx512vl avx512_bf16 avx512_vnni avx_vnni amx_bf16 amx_tile "
+                   "amx_int8")
 EPYC = "fpu sse2 avx2 fma sha_ni"
 
 

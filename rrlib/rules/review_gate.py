@@ -21,7 +21,8 @@ from .protocol import RMS_EPS
 
 
 def fused_review(gate: torch.nn.Linear, h: torch.Tensor, u: torch.Tensor) -> torch.Tensor | None:
-    """h + σ(gate([rms(h); rms(u)])) ⊙ u as one node, or None where the ATen form must run (the module's docstring)."""
+    """h + σ(gate([rms(h); rms(u)])) ⊙ u as one node, or None where the ATen form must run (the module's
+    docstring)."""
     if torch.compiler.is_compiling() or torch.is_autocast_enabled("cpu") or h.shape != u.shape:
         return None
     kernels = kernels_for(h, u, gate.weight, gate.bias)

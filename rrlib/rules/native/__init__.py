@@ -1,8 +1,8 @@
-"""CPU kernels for the multi-stream rules (HC, mHC, MGR) in ``stream_ops.cpp``, built on first use with the
-system's C++ compiler and registered as operators (``torch.ops.rrlib_native``).
+"""CPU kernels for the multi-stream rules (HC, mHC, MGR) and Review's gate in ``stream_ops.cpp``, built on first use
+with the system's C++ compiler and registered as operators (``torch.ops.rrlib_native``).
 
 ``kernels()`` returns those operators, or None where they cannot be built (no compiler or ninja) or
-``RRLIB_NATIVE=0`` is set; the callers (rrlib.rules.depth_mixing) then run the
+``RRLIB_NATIVE=0`` is set; the callers (rrlib.rules.depth_mixing, rrlib.rules.review_gate) then run the
 same formulas as PyTorch operations, so a rule computes the same numbers either way, to rounding
 (tests/test_native.py compares the two). They run on CPU tensors only; CUDA always takes the PyTorch path. The
 build takes about 15 s once and is cached by PyTorch (``TORCH_EXTENSIONS_DIR``, by default under
@@ -87,7 +87,8 @@ def _build():
         return torch.ops.rrlib_native
     except Exception as error:  # no compiler or ninja, or a failed build: fall back, and say so once
         warnings.warn(f"rrlib's CPU kernels could not be built ({type(error).__name__}: {error}); the "
-                      "multi-stream rules run as PyTorch operations, with the same numbers and slower",
+                      "multi-stream rules and Review's gate run as PyTorch operations, with the same numbers and "
+                      "slower",
                       stacklevel=3)
         return None
 
