@@ -9,7 +9,7 @@ from typing import NamedTuple
 import torch
 from torch.utils.flop_counter import register_flop_formula
 
-from .dispatch import full_precision
+from .dispatch import full_precision, kernels_for
 from .norms import inverse_rms
 
 
@@ -21,8 +21,14 @@ def depth_mix(weights: torch.Tensor, values: list[torch.Tensor]) -> torch.Tensor
     einsum turns a weight per token into B·T products of a 1×S and an S×d matrix, which cost 9 ms for one
     AttnRes read of 5 sources at the ``family`` size on CPU (forward and backward, one thread) against 0.8 ms
     here; nor are the sources stacked, a copy of them all at every read. A custom op, so that FLOP counters see the S·d multiply-adds per output row
-    (``register_flop_formula`` below) and ``torch.compile`` keeps it whole.
+    (``register_flop_formula`` below) and ``torch.compile`` keeps it whole. On a CPU, rrlib.rules.native's kernel
+    makes each token's row in one pass over its sources (``_native``), where the multiply-adds made S passes over
+    the output (AttnRes at ``family`` reads up to nine sources).
     """
+    kernels = _native(weights, values)
+    if kernels is not None:
+        flat = kernels.depth_mix(weights.view(-1, len(values)), [v.view(-1, v.shape[-1]) for v in values])
+        return flat.view(values[0].shape)
     out = values[0] * weights[..., 0, None]
     for s in range(1, len(values)):
         out.addcmul_(values[s], weights[..., s, None])
@@ -39,8 +45,22 @@ def _depth_mix_context(ctx, inputs, output):
     ctx.save_for_backward(weights, *values)
 
 
+def _native(weights, values):
+    """rrlib.rules.native's kernels where ``depth_mix`` can run on them (every source of the weights' leading
+    shape, all contiguous CPU tensors of one float dtype), else None."""
+    if any(v.shape != values[0].shape for v in values) or weights.shape[:-1] != values[0].shape[:-1]:
+        return None
+    return kernels_for(weights, *values)
+
+
 def _depth_mix_backward(ctx, grad):
     weights, *values = ctx.saved_tensors
+    kernels = _native(weights, values) if grad.shape == values[0].shape else None
+    if kernels is not None:
+        grad, d = grad.contiguous(), grad.shape[-1]
+        flat_weights, flat_values = kernels.depth_mix_backward(grad.view(-1, d), weights.view(-1, len(values)),
+                                                               [v.view(-1, d) for v in values])
+        return flat_weights.view(weights.shape), [g.view(grad.shape) for g in flat_values]
     grad_weights = torch.stack([torch.linalg.vecdot(grad, v) for v in values], -1)
     grad_values = [(grad * weights[..., s, None]).sum_to_size(v.shape) for s, v in enumerate(values)]
     return grad_weights, grad_values

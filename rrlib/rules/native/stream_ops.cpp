@@ -1,11 +1,12 @@
-// CPU kernels for the multi-stream rules (HC, mHC) and Review's gate norms: per-token contractions over n streams of d channels, the
-// inverse RMS, and Sinkhorn's normalisations. Each loops over tokens and does all of one token's work while
-// its n × d values are in cache. In ATen the same work is several passes over the streams: linalg.vecdot
-// materialises the product before summing, and bmm makes one small matrix product per token.
+// CPU kernels for the multi-stream rules (HC, mHC, MGR), the AttnRes family's weighted sum over depth and Review's
+// gate norms: per-token contractions over n streams of d channels, the inverse RMS, and Sinkhorn's normalisations.
+// Each loops over tokens and does all of one token's work while its n × d values are in cache. In ATen the same
+// work is several passes over the streams: linalg.vecdot materialises the product before summing, and bmm makes one
+// small matrix product per token.
 //
 // Every function takes contiguous tensors, flattened by the caller to (tokens, ...), in float32 or float64,
-// and computes the same formula as the PyTorch path in rrlib/rules/depth_mixing/ (tests/test_native.py
-// compares them, forward and backward, in float64).
+// and computes the same formula as the PyTorch path in rrlib/rules/ (tests/test_native.py and
+// tests/test_review_gate.py compare them, forward and backward, in float64).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
@@ -855,14 +856,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tenso
   return {gs, ginv, gu, sums.narrow(0, 0, d), sums.narrow(0, 2 * d, k), sums.narrow(0, d, d)};
 }
 
-// dst = src · r, and out = in + r (g − y · mean): the two rows of Review's norms (#pragma cannot sit in a macro's
-// arguments, so the loops live here, outside AT_DISPATCH)
-template <typename scalar_t>
-void scale_row(scalar_t* dst, const scalar_t* src, scalar_t r, int64_t d) {
-#pragma omp simd
-  for (int64_t c = 0; c < d; ++c) dst[c] = src[c] * r;
-}
-
+// Review's norms' backward row and the gate's backward (#pragma cannot sit in a macro's arguments, so the loops
+// live here, outside AT_DISPATCH)
 // out = in (⊙ gate, where given) + r (g − y · mean)
 template <typename scalar_t>
 void norm_backward_row(scalar_t* out, const scalar_t* in, const scalar_t* gate, const scalar_t* g, const scalar_t* y,
@@ -899,7 +894,7 @@ std::tuple<at::Tensor, at::Tensor> review_norms(at::Tensor h, at::Tensor u, doub
         const scalar_t* src = sources[side] + t * d;
         const scalar_t r = scalar_t(1) / std::sqrt(dot(src, src, d) / scalar_t(d) + scalar_t(eps));
         R[2 * t + side] = r;
-        scale_row(X + t * 2 * d + side * d, src, r, d);
+        scale(X + t * 2 * d + side * d, r, src, d);
       }
     });
   });
@@ -950,6 +945,57 @@ std::tuple<at::Tensor, at::Tensor> review_norms_backward(at::Tensor grad_x, at::
   return {gh, gu};
 }
 
+// The AttnRes family's weighted sum over depth (rrlib.rules.depth_mixing.attention.depth_mix): out[t] = Σ_s w[t, s]
+// v_s[t] for S sources (N, d), token by token, so that out's row stays in cache while each source is read once,
+// where one multiply-add per source made S passes over out
+at::Tensor depth_mix(at::Tensor w, std::vector<at::Tensor> values) {
+  check(w, "weights");
+  for (const auto& v : values) check(v, "values");
+  const int64_t N = w.size(0), S = w.size(1), d = values[0].size(1);
+  auto out = at::empty({N, d}, values[0].options());
+  AT_DISPATCH_FLOATING_TYPES(w.scalar_type(), "depth_mix", [&] {
+    std::vector<const scalar_t*> V;
+    for (const auto& v : values) V.push_back(v.data_ptr<scalar_t>());
+    const scalar_t* W = w.data_ptr<scalar_t>();
+    scalar_t* O = out.data_ptr<scalar_t>();
+    each_token(N, [&](int64_t t) {
+      scale(O + t * d, W[t * S], V[0] + t * d, d);
+      for (int64_t s = 1; s < S; ++s) axpy(O + t * d, W[t * S + s], V[s] + t * d, d);
+    });
+  });
+  return out;
+}
+
+// ∂w[t, s] = <g[t], v_s[t]>, ∂v_s[t] = w[t, s] g[t]: g's row read once per token for all S sources
+std::tuple<at::Tensor, std::vector<at::Tensor>> depth_mix_backward(at::Tensor g, at::Tensor w,
+                                                                    std::vector<at::Tensor> values) {
+  check(g, "grad");
+  check(w, "weights");
+  for (const auto& v : values) check(v, "values");
+  const int64_t N = w.size(0), S = w.size(1), d = g.size(1);
+  auto gw = at::empty_like(w);
+  std::vector<at::Tensor> gv;
+  for (int64_t s = 0; s < S; ++s) gv.push_back(at::empty_like(g));
+  AT_DISPATCH_FLOATING_TYPES(w.scalar_type(), "depth_mix_backward", [&] {
+    std::vector<const scalar_t*> V;
+    std::vector<scalar_t*> GV;
+    for (int64_t s = 0; s < S; ++s) {
+      V.push_back(values[s].data_ptr<scalar_t>());
+      GV.push_back(gv[s].data_ptr<scalar_t>());
+    }
+    const scalar_t* G = g.data_ptr<scalar_t>();
+    const scalar_t* W = w.data_ptr<scalar_t>();
+    scalar_t* GW = gw.data_ptr<scalar_t>();
+    each_token(N, [&](int64_t t) {
+      for (int64_t s = 0; s < S; ++s) {
+        GW[t * S + s] = dot(G + t * d, V[s] + t * d, d);
+        scale(GV[s] + t * d, W[t * S + s], G + t * d, d);
+      }
+    });
+  });
+  return {gw, gv};
+}
+
 }  // namespace
 
 // Registered as operators (torch.ops.rrlib_native.*), so that the dispatcher sees them: rrlib.speed.memory's tracker
@@ -965,6 +1011,8 @@ TORCH_LIBRARY(rrlib_native, m) {
   m.def("review_norms_backward(Tensor grad_x, Tensor x, Tensor inverse_rms, Tensor grad, Tensor r)"
         " -> (Tensor, Tensor)");
   m.def("review_gate_backward(Tensor grad, Tensor u, Tensor r) -> Tensor");
+  m.def("depth_mix(Tensor weights, Tensor[] values) -> Tensor");
+  m.def("depth_mix_backward(Tensor grad, Tensor weights, Tensor[] values) -> (Tensor, Tensor[])");
   m.def("sinkhorn(Tensor m, int iters) -> Tensor");
   m.def("sinkhorn_backward(Tensor grad, Tensor m, int iters) -> Tensor");
   m.def("mgr_pool(Tensor streams, Tensor inverse_rms, Tensor pool_query, float scale) -> Tensor");
@@ -994,6 +1042,8 @@ TORCH_LIBRARY_IMPL(rrlib_native, CPU, m) {
   m.impl("review_norms", &review_norms);
   m.impl("review_norms_backward", &review_norms_backward);
   m.impl("review_gate_backward", &review_gate_backward);
+  m.impl("depth_mix", &depth_mix);
+  m.impl("depth_mix_backward", &depth_mix_backward);
   m.impl("sinkhorn", &sinkhorn);
   m.impl("sinkhorn_backward", &sinkhorn_backward);
   m.impl("mgr_pool", &mgr_pool);
