@@ -156,13 +156,21 @@ def test_the_ledger_rows_of_the_reach_studies_recompute(committed_ledger, monkey
         study = looped_reach_study.REACH[name]
         return read(claims[cid], study, *args, looped_reach_study.reach_design(name), evidence, alpha=alpha, **kwargs)
 
-    made = {"highway-hundreds-of-layers": reach("highway-hundreds-of-layers", "highway_depth", reach_rows.trained_row),
-            "rezero-converges-faster-as-run": reach("rezero-converges-faster-as-run", "rezero_speed",
-                                                    reach_rows.speed_row),
+    def controlled(row, which):
+        """The row with its registered controls (rrlib.claims.controls), as the ledger's reader applies them."""
+        from rrlib.claims import controls, readers
+
+        return controls.apply(row, *readers.CONTROLS[which](row, alpha))
+
+    made = {"highway-hundreds-of-layers": controlled(reach("highway-hundreds-of-layers", "highway_depth",
+                                                           reach_rows.trained_row), "highway"),
+            "rezero-converges-faster-as-run": controlled(reach("rezero-converges-faster-as-run", "rezero_speed",
+                                                               reach_rows.speed_row), "rezero"),
             "rezero-converges-faster-8e-3": reach("rezero-converges-faster-8e-3", "rezero_speed",
                                                   reach_rows.speed_row, rezero_lr=0.008),
             "rezero-120-layers": reach("rezero-120-layers", "rezero_depth", reach_rows.trained_row),
-            "layerscale-deeper": reach("layerscale-deeper", "layerscale_depth", reach_rows.layerscale_row),
+            "layerscale-deeper": controlled(reach("layerscale-deeper", "layerscale_depth", reach_rows.layerscale_row),
+                                            "layerscale"),
             "attnres-growth-confirm": reach("attnres-growth-confirm", "mechanisms", reach_rows.mechanism_row,
                                             "attnres"),
             "mgr-activation-scales-confirm": reach("mgr-activation-scales-confirm", "mechanisms",
