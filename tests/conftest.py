@@ -172,3 +172,16 @@ def registry_as_it_was(monkeypatch):
     for live, kept in zip((protocol.RULES, protocol.SOURCES, external._LOADED), saved):
         live.clear()
         live.update(kept)
+
+
+@pytest.fixture
+def kernels():
+    """rrlib's compiled CPU kernels (rrlib.rules.native): skipped where they could not be built, a failure in CI."""
+    from rrlib.rules import native
+
+    built = native.kernels()
+    if built is None:
+        if os.environ.get("CI"):
+            pytest.fail("rrlib's CPU kernels did not build in CI (a C++ compiler and ninja are needed)")
+        pytest.skip("rrlib's CPU kernels could not be built here")
+    return built

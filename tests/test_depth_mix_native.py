@@ -6,16 +6,7 @@ import pytest
 import torch
 
 from rrlib.model import GPT, ModelConfig
-from rrlib.rules import native
 from rrlib.rules.depth_mixing import attention
-
-
-@pytest.fixture
-def kernels():
-    built = native.kernels()
-    if built is None:
-        pytest.skip("rrlib's CPU kernels are not built here")
-    return built
 
 
 def _mix_and_grads(weights, values, grad):

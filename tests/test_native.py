@@ -18,16 +18,6 @@ from rrlib.runs.presets import resolve_run
 F64 = dict(dtype=torch.float64)
 
 
-@pytest.fixture
-def kernels():
-    built = native.kernels()
-    if built is None:
-        if os.environ.get("CI"):
-            pytest.fail("rrlib's CPU kernels did not build in CI (a C++ compiler and ninja are needed)")
-        pytest.skip("rrlib's CPU kernels could not be built here")
-    return built
-
-
 def _with_and_without(monkeypatch, fn, inputs, grad):
     """fn's output and input gradients with the kernels, then with RRLIB_NATIVE=0 (the PyTorch path)."""
     results = []

@@ -6,19 +6,10 @@ import pytest
 import torch
 
 from rrlib.model import GPT, ModelConfig
-from rrlib.rules import native
 from rrlib.rules.per_sublayer import Review
 from rrlib.rules import review_gate
 
 SMALL = ModelConfig(d_model=48, n_layers=2, n_heads=4, seq_len=32, vocab_size=97, variant="review")
-
-
-@pytest.fixture
-def kernels():
-    built = native.kernels()
-    if built is None:
-        pytest.skip("rrlib's CPU kernels are not built here")
-    return built
 
 
 def _commit(h, u, gate, fused):

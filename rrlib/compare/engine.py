@@ -322,7 +322,7 @@ def trial(req: Request) -> None:
     import torch
 
     from ..model import GPT
-    from ..rules.import_guard import changes, restore, snapshot
+    from ..rules.import_guard import refusal, snapshot
 
     clean = snapshot()
     for rule in req.rules:
@@ -344,12 +344,8 @@ def trial(req: Request) -> None:
             except Exception as err:  # a user's rule: whatever it raises is said in one sentence
                 raise ConfigError(f"the rule {rule} {stage} {trial_of}: {type(err).__name__}: "
                                   f"{' '.join(str(err).split())}") from None
-        settings, replaced = changes(clean)
-        if settings or replaced:
-            restore(clean)
-            raise ConfigError(f"the rule {rule} changes what every run computes as its model is built or run "
-                              f"({'; '.join([*settings, *replaced][:4])}), which would change the runs beside it "
-                              f"under their clean fingerprints; keep such a change inside the rule's own code")
+        if said := refusal(clean, rule, "as its model is built or run", "the runs beside it"):
+            raise ConfigError(said)
         if not torch.isfinite(logits).all():
             raise ConfigError(f"the rule {rule} gives non-finite logits in evaluation (eval mode, no gradients) after "
                               f"{trial_of}, so no run of it could be scored; make its eval-mode path finite")

@@ -149,13 +149,21 @@ def changes(before: tuple[dict, dict, dict]) -> tuple[list[str], list[str]]:
     state, bound, classes = before
     after = torch_state()
     settings = [f"{name} from {state[name]!r} to {after[name]!r}" for name in state if after[name] != state[name]]
-    replaced = []
-    for (_, name), (owner, value) in bound.items():
-        now = vars(owner).get(name, _MISSING)
-        if now is not value and not _same_value(now, value) and not _own_doing(owner, now):
-            replaced.append(f"{_owner_name(owner)}.{name}")
+    replaced = [f"{_owner_name(owner)}.{name}" for owner, name, _ in _rebound(bound)]
     replaced += [f"{_owner_name(cls)}.{name}" for cls, name in _overridden(classes)]
     return settings, replaced
+
+
+def refusal(before: tuple[dict, dict, dict], rule: str, when: str, whose: str) -> str | None:
+    """Where ``rule`` changed what every run computes since ``before`` (``changes``): everything put back, and the
+    sentence that refuses it (``when`` it did so, ``whose`` runs it would change); None where it changed nothing."""
+    settings, replaced = changes(before)
+    if not (settings or replaced):
+        return None
+    restore(before)
+    return (f"the rule {rule} changes what every run computes {when} ({'; '.join([*settings, *replaced][:4])}), "
+            f"which would change {whose} under their clean fingerprints; keep such a change inside the rule's own "
+            f"code")
 
 
 _MISSING = object()
@@ -168,6 +176,15 @@ def _same_value(now, value) -> bool:
     if isinstance(value, tuple) and type(now) is tuple and len(now) == len(value):
         return all(a is b or _same_value(a, b) for a, b in zip(now, value))
     return type(now) is type(value) and isinstance(value, PLAIN) and now == value
+
+
+def _rebound(bound: dict):
+    """(owner, name, value before) for each function or value of ``bound`` rebound or removed since its snapshot,
+    but not by torch itself (``_own_doing``)."""
+    for (_, name), (owner, value) in bound.items():
+        now = vars(owner).get(name, _MISSING)
+        if now is not value and not _same_value(now, value) and not _own_doing(owner, now):
+            yield owner, name, value
 
 
 def _overridden(classes: dict) -> list[tuple[type, str]]:
@@ -187,10 +204,8 @@ def restore(before: tuple[dict, dict, dict]) -> None:
     rebinding stays), and take away the methods set over inherited ones."""
     state, bound, classes = before
     restore_torch_state(state)
-    for (_, name), (owner, value) in bound.items():
-        now = vars(owner).get(name, _MISSING)
-        if now is not value and not _same_value(now, value) and not _own_doing(owner, now):
-            setattr(owner, name, value)
+    for owner, name, value in list(_rebound(bound)):
+        setattr(owner, name, value)
     for cls, name in _overridden(classes):
         delattr(cls, name)
 

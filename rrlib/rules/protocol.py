@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from .gate_norm import gate_rms
-from .import_guard import changes, restore, snapshot
+from .import_guard import refusal, snapshot
 
 INIT_STD = 0.02  # GPT-2's (and the paper's code's) init of every linear layer
 RMS_EPS = 1e-5  # the eps of every RMS norm of the residual rules
@@ -191,12 +191,8 @@ def build_rule(variant: str, shape: StreamShape, **options) -> ResidualRule:
                           f"{', '.join(valid) or 'none'}") from None
     _check_kinds(variant, cls, options)  # a value its class took without a word (``recompute: maybe``)
     if clean is not None:
-        settings, replaced = changes(clean)
-        if settings or replaced:
-            restore(clean)
-            raise ConfigError(f"the rule {variant} changes what every run computes as it is built "
-                              f"({'; '.join([*settings, *replaced][:4])}), which would change the runs built after it "
-                              f"under their clean fingerprints; keep such a change inside the rule's own code")
+        if said := refusal(clean, variant, "as it is built", "the runs built after it"):
+            raise ConfigError(said)
         _BUILT.add(cls)
     return rule
 
