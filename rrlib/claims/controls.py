@@ -21,7 +21,6 @@ Choices the records leave open, fixed here before the runs they read had ended:
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,6 +29,8 @@ import pandas as pd
 from rrlib.stats import ledger, paired_comparison
 from rrlib.studies import depth_reach_study as depth, reach_control_study as control
 from rrlib.studies.study_plan import Study, arm_seeds, finished
+
+from .reach_rows import trained_table, trained_values, trained_verdict  # the registered rows' own readings
 
 PENDING, PASSES, FAILS = "pending", "passes", "fails"
 
@@ -46,26 +47,19 @@ class Control:
     reread: dict | None = None  # ReZero's row read again at the control's best rates (the module docstring)
 
 
-def _ended(study: Study, seeds) -> tuple[pd.DataFrame, int]:
-    """The study's ended runs at ``seeds`` and how many it plans there."""
-    runs = finished(study, seeds=seeds)
-    planned = sum(len(arm_seeds(study, arm, seeds)) * len(study.arm_sizes(arm)) for arm in study.arms)
+def _ended(study: Study, seeds, arms=None) -> tuple[pd.DataFrame, int]:
+    """The ended runs of the study's arms (or ``arms``) at ``seeds``, and how many it plans there."""
+    arms = arms or study.arms
+    runs = finished(study, arms, seeds)
+    planned = sum(len(arm_seeds(study, arm, seeds)) * len(study.arm_sizes(arm)) for arm in arms)
     return runs, planned
 
 
-def _pending(study: Study, role: str, seeds, what: str = "") -> Control | None:
-    runs, planned = _ended(study, seeds)
+def _pending(study: Study, role: str, seeds, what: str = "", arms=None) -> Control | None:
+    runs, planned = _ended(study, seeds, arms)
     if len(runs) < planned:
         return Control(study.name, role, PENDING, f"{len(runs)} of {planned} {what}runs ended")
     return None
-
-
-def _below(study: Study, seeds) -> pd.DataFrame:
-    """Per ended run: threshold − final loss (a diverged run at its initial loss), as the registered rows read it."""
-    runs = finished(study, seeds=seeds)
-    vocab = depth.resolve_run(study.sizes[0], study.arms[0].variant, 0).model.vocab_size
-    loss = np.where(runs["status"] == "finished", runs["fixed_loss"].astype(float), math.log(vocab))
-    return runs.assign(below=depth.trained_threshold() - loss)
 
 
 def _mean_loss(runs: pd.DataFrame) -> pd.Series:
@@ -79,16 +73,13 @@ def highway(alpha: float = 0.05) -> list[Control]:
     out = []
     study = control.HIGHWAY_CONTROL
     seeds = control.design(study)["seeds"]
-    from .reach_rows import trained_table, trained_verdict  # the registered row's own reading
-
-    out.append(_pending(study, "positive control", seeds) or _highway_control(study, seeds, alpha,
-                                                                              trained_table, trained_verdict))
+    out.append(_pending(study, "positive control", seeds) or _highway_control(study, seeds, alpha))
     study = control.HIGHWAY_RATES
     seeds = control.FIXED_SEEDS[study.name]
     if waiting := _pending(study, "learning rates", seeds):
         out.append(waiting)
     else:
-        means = _below(study, seeds).groupby("arm")["below"].mean()
+        means = trained_values(study, seeds).groupby("arm")["below"].mean()
         trains = [f"lr {_lr(study, a)}" for a, v in means.items() if v > 0]
         found = ", ".join(f"lr {_lr(study, a)} {v:+.3f}" for a, v in means.items())
         out.append(Control(study.name, "learning rates", FAILS if trains else PASSES,
@@ -100,7 +91,7 @@ def highway(alpha: float = 0.05) -> list[Control]:
     if waiting := _pending(study, "horizon", seeds):
         out.append(waiting)
     else:
-        mean = float(_below(study, seeds)["below"].mean())
+        mean = float(trained_values(study, seeds)["below"].mean())
         out.append(Control(study.name, "horizon", FAILS if mean > 0 else PASSES,
                            f"threshold − loss at 100 blocks after {control.HORIZON_STEPS:,} steps: {mean:+.3f}",
                            f"the carry arm trains at 100 blocks in {control.HORIZON_STEPS:,} steps: the "
@@ -108,7 +99,7 @@ def highway(alpha: float = 0.05) -> list[Control]:
     return out
 
 
-def _highway_control(study, seeds, alpha, trained_table, trained_verdict) -> Control:
+def _highway_control(study, seeds, alpha) -> Control:
     table = trained_table(study, seeds, alpha)
     tested = table[table["p"].notna()]
     verdicts = [trained_verdict(r, alpha) for _, r in tested.iterrows()]
@@ -134,7 +125,7 @@ def rezero(alpha: float = 0.05, registered_lr: float = 4e-3) -> list[Control]:
     if design["seeds"] is None:
         out.append(_pending(study, "positive control", study.pilot_seeds, "pilot ")
                    or Control(study.name, "positive control", PENDING, "the pilot's design is not yet sized"))
-    elif waiting := _pending_arms(study, design):
+    elif waiting := _pending(study, "positive control", design["seeds"], "design ", design["arms"]):
         out.append(waiting)
     else:
         out.append(_rezero_control(study, design["seeds"], alpha, registered_lr))
@@ -142,14 +133,6 @@ def rezero(alpha: float = 0.05, registered_lr: float = 4e-3) -> list[Control]:
     seeds = control.FIXED_SEEDS[study.name]
     out.append(_pending(study, "horizon", seeds) or _rezero_horizon(study, seeds, alpha))
     return out
-
-
-def _pending_arms(study: Study, design: dict) -> Control | None:
-    runs = finished(study, design["arms"], design["seeds"])
-    planned = len(design["arms"]) * len(design["seeds"])
-    if len(runs) < planned:
-        return Control(study.name, "positive control", PENDING, f"{len(runs)} of {planned} design runs ended")
-    return None
 
 
 def _speed_test(study: Study, seeds, rules, alpha: float):
