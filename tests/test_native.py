@@ -204,6 +204,80 @@ def test_kernel_gradients_do_not_depend_on_the_number_of_threads(kernels):
         assert torch.equal(one, two)
 
 
+def _step_backward_inputs(kind, tokens, n=4, d=7, **dtype):
+    """Random inputs of HC's or mHC's step backward kernel, without the write's and with them last."""
+    r = lambda *shape: torch.randn(*shape, **dtype)  # noqa: E731
+    write = [r(tokens, n, d), r(tokens, n, n), r(tokens, n), r(tokens, d)]  # streams before, M, b, u
+    if kind == "hc":
+        k = n + 2
+        step = [r(tokens, d), r(tokens, n), r(tokens, n, n), r(tokens, n, d), r(tokens, n), r(tokens * n).abs(),
+                r(k, tokens * n), r(k, tokens, n).tanh(), r(k, d), r(2), r(tokens, n, d)]
+    else:
+        k = 2 * n + n * n
+        step = [r(tokens, d), r(tokens, n), r(tokens, n, d), r(tokens, k), r(tokens), r(k, n * d), r(tokens, n, d)]
+    return step, write
+
+
+def _step_backward(kernels, kind, step, write, fused):
+    """(∂ of the streams before the write, ∂W, ∂M, ∂b, ∂u): the kind's kernel with the write (``fused``), or
+    without it and stream_write_backward after it, as the step node ran before the two were one kernel."""
+    op = kernels.hc_step_backward if kind == "hc" else kernels.mhc_step_backward
+    if fused:
+        out = op(*step, *write)
+        return [out[0], out[1], *out[-3:]]
+    out = op(*step, None, None, None, None)
+    assert all(t.numel() == 0 for t in out[-3:])
+    streams, mix, b, u = write
+    grad_mix, grad_streams, grad_b, grad_u = kernels.stream_write_backward(out[0], mix, streams, b, u)
+    return [grad_streams, out[1], grad_mix, grad_b, grad_u]
+
+
+@pytest.mark.parametrize("kind", ["hc", "mhc"])
+def test_a_step_backward_with_its_write_equals_the_write_backward_after_it(kernels, kind):
+    """One kernel for the step's backward and its write's (each token's ∂x used at once, never stored) gives what
+    the two gave one after the other."""
+    torch.manual_seed(0)
+    step, write = _step_backward_inputs(kind, 300, **F64)
+    fused, separate = (_step_backward(kernels, kind, step, write, fused) for fused in (True, False))
+    for one, two in zip(fused, separate):
+        torch.testing.assert_close(one, two)
+        assert one.abs().max() > 0
+
+
+@pytest.mark.parametrize("kind", ["hc", "mhc"])
+def test_step_backward_kernels_do_not_depend_on_the_number_of_threads(kernels, kind):
+    """HC's and mHC's step backward, write included: ∂W summed per fixed block of tokens (mHC's by one matrix
+    product per block), then in order, so bitwise the same at 1 and 2 threads over 3000 tokens."""
+    torch.manual_seed(0)
+    step, write = _step_backward_inputs(kind, 3000)
+    op = kernels.hc_step_backward if kind == "hc" else kernels.mhc_step_backward
+    results = []
+    threads = torch.get_num_threads()
+    try:
+        for n_threads in (1, 2):
+            torch.set_num_threads(n_threads)
+            results.append(op(*step, *write))
+    finally:
+        torch.set_num_threads(threads)
+    for one, two in zip(*results):
+        assert torch.equal(one, two)
+
+
+def test_the_write_with_its_norms_is_the_write_then_inverse_rms(kernels):
+    """stream_write_rms: the written streams and their rows' inverse RMS, HC's rows (one per stream) or mHC's
+    (one per token), as stream_write and inverse_rms give them."""
+    torch.manual_seed(0)
+    tokens, n, d = 50, 4, 7
+    mix, streams, b, u = torch.randn(tokens, n, n), torch.randn(tokens, n, d), torch.randn(tokens, n), torch.randn(tokens, d)
+    written = kernels.stream_write(mix, streams, b, u)
+    for rows_per_token in (n, 1):
+        out, r = kernels.stream_write_rms(mix, streams, b, u, rows_per_token, RMS_EPS)
+        assert torch.equal(out, written)
+        torch.testing.assert_close(r, kernels.inverse_rms(written.view(tokens * rows_per_token, -1), RMS_EPS))
+    with pytest.raises(RuntimeError, match="rows_per_token must divide"):
+        kernels.stream_write_rms(mix, streams, b, u, 3, RMS_EPS)
+
+
 def test_kernels_apply_only_to_contiguous_cpu_float_tensors(kernels):
     x = torch.randn(4, 6)
     assert kernels_for(x, torch.randn(4)) is kernels

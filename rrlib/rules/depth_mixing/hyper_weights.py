@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import torch
 
+from ..protocol import RMS_EPS
 from .dispatch import at_least_fp32, kernels_for
 from .norms import SINKHORN_ITERS, project_rows, projected_rms, projection_grads, sinkhorn
 from .streams import stream_read, stream_write
@@ -76,11 +77,11 @@ class _HC:
         return torch.ops.rrlib_native.hc_weights(tanh, static, scales), (tanh, scales)
 
     @staticmethod
-    def backward(grad_h, grad_b, grad_mix, x, weight, a, r, q, saved, grad_streams):
+    def backward(grad_h, grad_b, grad_mix, x, weight, a, r, q, saved, grad_streams, write):
         tanh, scales = saved
-        grad_x, grad_weight, *grad_params = torch.ops.rrlib_native.hc_step_backward(
-            grad_h, grad_b, grad_mix, x, a, r, q.T.contiguous(), tanh, weight, scales, grad_streams)
-        return grad_x, grad_weight, grad_params
+        grad_x, grad_weight, *grad_params, grad_mix_in, grad_write, grad_u = torch.ops.rrlib_native.hc_step_backward(
+            grad_h, grad_b, grad_mix, x, a, r, q.T.contiguous(), tanh, weight, scales, grad_streams, *write)
+        return grad_x, grad_weight, grad_params, (grad_mix_in, grad_write, grad_u)
 
 
 # ---- mHC: logits = α_g ⊙ P + b; H_pre = σ(·), H_post = 2σ(·), H_res = Sinkhorn(·)
@@ -122,16 +123,14 @@ class _MHC:
         return (pre, post, res), (pre, post, m0, projected, alpha)
 
     @staticmethod
-    def backward(grad_h, grad_b, grad_mix, x, weight, a, r, q, saved, grad_streams):
-        grad_a, grad_x = torch.ops.rrlib_native.stream_read_backward(grad_h, a, x)
-        if grad_streams is not None:
-            grad_x += grad_streams
-        grad_p, *grad_params = torch.ops.rrlib_native.mhc_weights_backward(grad_a, grad_b, grad_mix, *saved,
-                                                                          SINKHORN_ITERS)
-        rows = x.view(q.shape[0], -1)
-        grad_q, norm = projection_grads(grad_p, r, q, rows.shape[-1])
-        grad_x.view(rows.shape).addcmul_(rows, norm).addmm_(grad_q, weight)
-        return grad_x, grad_q.T @ rows, grad_params
+    def backward(grad_h, grad_b, grad_mix, x, weight, a, r, q, saved, grad_streams, write):
+        ops = torch.ops.rrlib_native
+        grad_a = ops.stream_read_weight_grad(grad_h, x)
+        grad_p, *grad_params = ops.mhc_weights_backward(grad_a, grad_b, grad_mix, *saved, SINKHORN_ITERS)
+        grad_q, norm = projection_grads(grad_p, r, q, x[0].numel())
+        grad_x, grad_weight, *grad_write = ops.mhc_step_backward(grad_h, a, x, grad_q.contiguous(), norm.view(-1),
+                                                                 weight, grad_streams, *write)
+        return grad_x, grad_weight, grad_params, tuple(grad_write)
 
 
 class _ReadAndWeigh(torch.autograd.Function):
@@ -156,7 +155,7 @@ class _ReadAndWeigh(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_h, grad_b, grad_mix):
-        grad_x, grad_weight, grad_params = _weigh_backward(ctx.kind, ctx.saved_tensors, grad_h, grad_b, grad_mix)
+        grad_x, grad_weight, grad_params, _ = _weigh_backward(ctx.kind, ctx.saved_tensors, grad_h, grad_b, grad_mix)
         return (grad_x.view(ctx.shape), grad_weight, None, None, *grad_params)
 
 
@@ -175,8 +174,9 @@ class _WriteAndWeigh(torch.autograd.Function):
     def forward(ctx, streams, mix, write, u, weight, rows_per_token, kind, *params):
         n, d = streams.shape[-2:]
         flat = streams.view(-1, n, d), mix.view(-1, n, n), write.view(-1, n), u.view(-1, d)
-        written = torch.ops.rrlib_native.stream_write(flat[1], flat[0], *flat[2:])
-        outputs, saved = _weigh(written, weight, rows_per_token, kind, params)
+        # the written streams' inverse RMS is taken as they are written (the same kernel as inverse_rms)
+        written, r = torch.ops.rrlib_native.stream_write_rms(flat[1], flat[0], *flat[2:], rows_per_token, RMS_EPS)
+        outputs, saved = _weigh(written, weight, rows_per_token, kind, params, r)
         ctx.save_for_backward(*flat, *saved)
         ctx.kind, ctx.shapes = kind, (streams.shape, mix.shape, write.shape, u.shape)
         return (written.view(streams.shape), *_unflatten(outputs, streams.shape))
@@ -184,21 +184,20 @@ class _WriteAndWeigh(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_written, grad_h, grad_next_write, grad_next_mix):
         streams, mix, write, u, *saved = ctx.saved_tensors
-        grad_x, grad_weight, grad_params = _weigh_backward(ctx.kind, saved, grad_h, grad_next_write, grad_next_mix,
-                                                           grad_written)
-        grad_mix, grad_streams, grad_write, grad_u = torch.ops.rrlib_native.stream_write_backward(grad_x, mix,
-                                                                                                  streams, write, u)
+        # the kind's kernel runs the write's backward on each token's ∂x as it makes it (no ∂x tensor)
+        grad_streams, grad_weight, grad_params, (grad_mix, grad_write, grad_u) = _weigh_backward(
+            ctx.kind, saved, grad_h, grad_next_write, grad_next_mix, grad_written, (streams, mix, write, u))
         shape, mix_shape, write_shape, u_shape = ctx.shapes
         return (grad_streams.view(shape), grad_mix.view(mix_shape), grad_write.view(write_shape),
                 grad_u.view(u_shape), grad_weight, None, None, *grad_params)
 
 
-def _weigh(x, weight, rows_per_token, kind, params):
+def _weigh(x, weight, rows_per_token, kind, params, r=None):
     """The step node's forward on the streams x (N, n, d): (h, b, M) per token, and the tensors its backward
-    needs."""
+    needs; ``r``: the rows' inverse RMS where the caller has it."""
     n, d = x.shape[-2:]
     rows = x.view(-1, n * d // rows_per_token)
-    p, r, q = project_rows(rows, weight)
+    p, r, q = project_rows(rows, weight, r)
     (a, b, mix), saved = kind.forward(p, n, *params)
     h = torch.ops.rrlib_native.stream_read(a, x)
     return (h, b, mix), (x, weight, r, q, a, *saved)
@@ -210,8 +209,10 @@ def _unflatten(outputs, shape):
     return h.view(*lead, d), b.view(*lead, n), mix.view(*lead, n, n)
 
 
-def _weigh_backward(kind, saved, grad_h, grad_b, grad_mix, grad_streams=None):
-    """(∂x, ∂W, the kind's parameter gradients) of ``_weigh``; ``grad_streams``: x's gradient from elsewhere."""
+def _weigh_backward(kind, saved, grad_h, grad_b, grad_mix, grad_streams=None, write=(None,) * 4):
+    """(∂x, ∂W, the kind's parameter gradients, (∂M, ∂b, ∂u)) of ``_weigh``; ``grad_streams``: x's gradient from
+    elsewhere. With ``write`` = (streams, M, b, u) that x was written from, the first is the streams' gradient and the
+    last the write's (empty tensors without one)."""
     x, weight, r, q, a, *kind_saved = saved
     tokens, n, d = x.shape
     grad_h, grad_b, grad_mix = (torch.zeros(tokens, *shape, dtype=x.dtype) if g is None
@@ -219,4 +220,4 @@ def _weigh_backward(kind, saved, grad_h, grad_b, grad_mix, grad_streams=None):
                                 for g, shape in ((grad_h, (d,)), (grad_b, (n,)), (grad_mix, (n, n))))
     if grad_streams is not None:
         grad_streams = grad_streams.contiguous().view(tokens, n, d)
-    return kind.backward(grad_h, grad_b, grad_mix, x, weight, a, r, q, kind_saved, grad_streams)
+    return kind.backward(grad_h, grad_b, grad_mix, x, weight, a, r, q, kind_saved, grad_streams, write)

@@ -121,6 +121,8 @@ def _register_flop_formulas(ops) -> None:
 
     register_flop_formula(ops.stream_read)(read)
     register_flop_formula(ops.stream_write)(write)
+    register_flop_formula(ops.stream_write_rms)(write)  # and the written rows' squares, not counted as a read's
+    register_flop_formula(ops.stream_read_weight_grad)(lambda grad, streams, *a, **k: read(None, streams))
     register_flop_formula(ops.stream_read_backward)(lambda grad, weights, streams, *a, **k: 2 * read(weights, streams))
     register_flop_formula(ops.stream_write_backward)(
         lambda grad, mix, streams, *a, **k: 2 * write(mix, streams))

@@ -192,6 +192,12 @@ void write_backward_token(const scalar_t* g, const scalar_t* m, const scalar_t* 
   }
 }
 
+// (mean_c x[c]² + eps)^(−1/2) of one row
+template <typename scalar_t>
+scalar_t inverse_rms_row(const scalar_t* x, int64_t d, double eps) {
+  return scalar_t(1) / std::sqrt(dot(x, x, d) / scalar_t(d) + scalar_t(eps));
+}
+
 // Runs fn(t) for every token t of N, in parallel_for tasks of kGrain tokens.
 template <typename Fn>
 void each_token(int64_t N, const Fn& fn) {
@@ -248,6 +254,34 @@ at::Tensor stream_write(at::Tensor mix, at::Tensor s, at::Tensor b, at::Tensor u
   return out;
 }
 
+// stream_write, and the inverse RMS of the written rows, rows_per_token of them per token (HC's n rows of d, mHC's
+// one of n·d), while the token's rows are in L1: the same r as inverse_rms on the result, where a separate pass
+// read the written streams back from memory (a stream tensor outgrows L2 at the family size, and a pass over it
+// costs what the arithmetic of the write does)
+std::tuple<at::Tensor, at::Tensor> stream_write_rms(at::Tensor mix, at::Tensor s, at::Tensor b, at::Tensor u,
+                                                    int64_t rows_per_token, double eps) {
+  check(mix, "mix");
+  check(s, "streams");
+  check(b, "write");
+  check(u, "u");
+  const int64_t N = s.size(0), n = s.size(1), d = s.size(2);
+  TORCH_CHECK(rows_per_token > 0 && (n * d) % rows_per_token == 0, "rows_per_token must divide n·d");
+  const int64_t len = n * d / rows_per_token;
+  auto out = at::empty({N, n, d}, s.options());
+  auto r = at::empty({N * rows_per_token}, s.options());
+  AT_DISPATCH_FLOATING_TYPES(s.scalar_type(), "stream_write_rms", [&] {
+    const scalar_t *M = mix.data_ptr<scalar_t>(), *S = s.data_ptr<scalar_t>();
+    const scalar_t *B = b.data_ptr<scalar_t>(), *U = u.data_ptr<scalar_t>();
+    scalar_t *O = out.data_ptr<scalar_t>(), *R = r.data_ptr<scalar_t>();
+    each_token(N, [&](int64_t t) {
+      write_token(M + t * n * n, S + t * n * d, B + t * n, U + t * d, O + t * n * d, n, d);
+      for (int64_t row = t * rows_per_token; row < (t + 1) * rows_per_token; ++row)
+        R[row] = inverse_rms_row(O + row * len, len, eps);
+    });
+  });
+  return {out, r};
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> stream_write_backward(at::Tensor g, at::Tensor mix, at::Tensor s,
                                                  at::Tensor b, at::Tensor u) {
   check(g, "grad");
@@ -282,9 +316,7 @@ at::Tensor inverse_rms(at::Tensor x, double eps) {
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "inverse_rms", [&] {
     const scalar_t* X = x.data_ptr<scalar_t>();
     scalar_t* R = r.data_ptr<scalar_t>();
-    each_token(N, [&](int64_t t) {
-      R[t] = scalar_t(1) / std::sqrt(dot(X + t * d, X + t * d, d) / scalar_t(d) + scalar_t(eps));
-    });
+    each_token(N, [&](int64_t t) { R[t] = inverse_rms_row(X + t * d, d, eps); });
   });
   return r;
 }
@@ -465,6 +497,65 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> hc_weights(at::Tensor th, at::Ten
   return {a, b, m};
 }
 
+// The streams a step node wrote x from, x = M s + b ⊗ u, when its backward takes the write's too
+struct Write {
+  at::Tensor s, m, b, u;
+};
+
+std::optional<Write> write_of(const std::optional<at::Tensor>& s, const std::optional<at::Tensor>& m,
+                              const std::optional<at::Tensor>& b, const std::optional<at::Tensor>& u) {
+  TORCH_CHECK(s.has_value() == m.has_value() && s.has_value() == b.has_value() && s.has_value() == u.has_value(),
+              "the write's backward takes its streams, mix, write weights and u together");
+  if (!s) return std::nullopt;
+  check(*s, "streams before the write");
+  check(*m, "mix");
+  check(*b, "write");
+  check(*u, "u");
+  return Write{*s, *m, *b, *u};
+}
+
+// The write's gradients (∂M, ∂s, ∂b, ∂u) for streams (N, n, d), or four empty tensors without a write
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> write_grads(const std::optional<Write>& write, int64_t N,
+                                                                      int64_t n, int64_t d,
+                                                                      const at::TensorOptions& options) {
+  if (!write) {
+    auto none = at::empty({0}, options);
+    return {none, none, none, none};
+  }
+  return {at::empty({N, n, n}, options), at::empty({N, n, d}, options), at::empty({N, n}, options),
+          at::empty({N, d}, options)};
+}
+
+// A step node's ∂x for token t goes to gx_t; with a write, the write's backward (stream_write_backward's, the same
+// arithmetic) runs on it at once, from L1, and gives ∂s in its place: ∂x is never written out and read back
+template <typename scalar_t>
+struct WriteBackward {
+  const scalar_t *S = nullptr, *M = nullptr, *B = nullptr, *U = nullptr;
+  scalar_t *GM = nullptr, *GS = nullptr, *GB = nullptr, *GU = nullptr;
+  int64_t n, d;
+
+  WriteBackward(const std::optional<Write>& write, const std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>& grads,
+                int64_t n, int64_t d)
+      : n(n), d(d) {
+    if (!write) return;
+    S = write->s.data_ptr<scalar_t>(), M = write->m.data_ptr<scalar_t>(), B = write->b.data_ptr<scalar_t>();
+    U = write->u.data_ptr<scalar_t>();
+    GM = std::get<0>(grads).data_ptr<scalar_t>(), GS = std::get<1>(grads).data_ptr<scalar_t>();
+    GB = std::get<2>(grads).data_ptr<scalar_t>(), GU = std::get<3>(grads).data_ptr<scalar_t>();
+  }
+
+  // where token t's ∂x is made: the node's output without a write, else the thread's scratch row
+  scalar_t* target(scalar_t* gx, int64_t t, std::vector<scalar_t>& scratch) const {
+    return S == nullptr ? gx + t * n * d : scratch.data();
+  }
+
+  void finish(const scalar_t* gx_t, int64_t t) const {
+    if (S == nullptr) return;
+    write_backward_token(gx_t, M + t * n * n, S + t * n * d, B + t * n, U + t * d, GM + t * n * n, GS + t * n * d,
+                         GB + t * n, GU + t * d, n, d);
+  }
+};
+
 // Their gradient, with the read's and the norm's, one token at a time (for HC's step node in
 // rrlib.rules.depth_mixing.hyper_weights):
 //   ∂a_j = <∂h, x_j>;  ∂c from (∂a, ∂b, ∂M);  ∂P = ∂c · s · (1 − tanh²P),  ∂static = Σ_t ∂c,
@@ -472,14 +563,18 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> hc_weights(at::Tensor th, at::Ten
 //   ∂x_j = a_j ∂h + Σ_k ∂q_jk W_k − (r_j³/d)(Σ_k ∂P_jk q_jk) x_j,  ∂W_k = Σ_t Σ_j ∂q_jk x_j
 // for the rows x_j of the streams, r_j = rms(x_j)^{-1} and q_j = W x_j; q and tanh(P) are laid out as
 // hc_weights' tanh(P), column by column (n + 2, N·n). With ``gx_in`` (the streams' gradient from their other
-// consumer, the next write), ∂x starts from it. Returns (∂x, ∂W, ∂static, ∂s); parameter sums are per block of
-// tokens, then added in order. Where the read's backward, the weights', the norm's and the projection's were
+// consumer, the next write), ∂x starts from it; with the write that made x (``streams_before`` …), the write's
+// backward follows in the same token loop (WriteBackward). Returns (∂x, or with a write the earlier streams'
+// gradient, ∂W, ∂static, ∂scales, then the write's ∂M, ∂b, ∂u, empty without one); parameter sums are per block
+// of tokens, then added in order. Where the read's backward, the weights', the norm's and the projection's were
 // separate, ∂x took three passes (the read's, the norm's, the projection's matrix product), and ∂a, ∂P and ∂q
 // a tensor each; ATen's products for ∂q W and ∂qᵀ x, with six columns, ran at a fraction of their speed on
 // wider matrices.
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> hc_step_backward(
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> hc_step_backward(
     at::Tensor gh, at::Tensor gb, at::Tensor gm, at::Tensor x, at::Tensor a, at::Tensor r, at::Tensor q,
-    at::Tensor th, at::Tensor w, at::Tensor scales, std::optional<at::Tensor> gx_in) {
+    at::Tensor th, at::Tensor w, at::Tensor scales, std::optional<at::Tensor> gx_in,
+    std::optional<at::Tensor> s_before, std::optional<at::Tensor> mix, std::optional<at::Tensor> write_weights,
+    std::optional<at::Tensor> u) {
   check(gh, "grad of h");
   check(gb, "grad of b");
   check(gm, "grad of M");
@@ -496,22 +591,26 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> hc_step_backward(
                   w.numel() == K * d,
               "HC's step backward takes streams (N, n, d), q and tanh(P) (n + 2, N·n) and W (n + 2, d)");
   const int64_t NR = N * n, width = n * K + 2 + K * d;  // a block's ∂static, ∂s and ∂W
-  auto gx = at::empty_like(x);
+  const auto write = write_of(s_before, mix, write_weights, u);
+  auto gx = write ? at::empty({0}, x.options()) : at::empty_like(x);
+  auto write_out = write_grads(write, N, n, d, x.options());
   auto partial = at::zeros({blocks, width}, x.options());
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "hc_step_backward", [&] {
     const scalar_t *GH = gh.data_ptr<scalar_t>(), *GB = gb.data_ptr<scalar_t>(), *GM = gm.data_ptr<scalar_t>();
     const scalar_t *X = x.data_ptr<scalar_t>(), *A = a.data_ptr<scalar_t>(), *R = r.data_ptr<scalar_t>();
     const scalar_t *Q = q.data_ptr<scalar_t>(), *TH = th.data_ptr<scalar_t>(), *W = w.data_ptr<scalar_t>();
     const scalar_t *SC = scales.data_ptr<scalar_t>(), *GX_IN = gx_in ? gx_in->data_ptr<scalar_t>() : nullptr;
-    scalar_t *GX = gx.data_ptr<scalar_t>(), *PART = partial.data_ptr<scalar_t>();
+    scalar_t *GX = write ? nullptr : gx.data_ptr<scalar_t>(), *PART = partial.data_ptr<scalar_t>();
+    const WriteBackward<scalar_t> write_backward(write, write_out, n, d);
     at::parallel_for(0, blocks, 1, [&](int64_t first, int64_t last) {
-      std::vector<scalar_t> gp(n * K), gq(n * K);
+      std::vector<scalar_t> gp(n * K), gq(n * K), scratch(write ? n * d : 0);
       scalar_t ga[kMaxStreams], column[kMaxStreams];
       for (int64_t block = first; block < last; ++block) {
         scalar_t* g_static = PART + block * width;
         scalar_t *g_scales = g_static + n * K, *g_weight = g_scales + 2;
         for (int64_t t = block * kTokensPerPartial; t < std::min(N, (block + 1) * kTokensPerPartial); ++t) {
           const scalar_t *gh_t = GH + t * d, *x_t = X + t * n * d;
+          scalar_t* gx_t = write_backward.target(GX, t, scratch);
           dots(gh_t, x_t, ga, n, d);
           for (int64_t j = 0; j < n; ++j)
             for (int64_t col = 0; col < K; ++col) {
@@ -531,11 +630,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> hc_step_backward(
             }
             const scalar_t coef = norm * rj * rj * rj * scalar_t(-1.0 / d);
             if (GX_IN)
-              combine_into(GX + row * d, GX_IN + row * d, A[row], gh_t, coef, x_t + j * d, d);
+              combine_into(gx_t + j * d, GX_IN + row * d, A[row], gh_t, coef, x_t + j * d, d);
             else
-              combine(GX + row * d, A[row], gh_t, coef, x_t + j * d, d);
-            add_rows(GX + row * d, gq.data() + j * K, W, K, d);
+              combine(gx_t + j * d, A[row], gh_t, coef, x_t + j * d, d);
+            add_rows(gx_t + j * d, gq.data() + j * K, W, K, d);
           }
+          write_backward.finish(gx_t, t);
           for (int64_t k = 0; k < K; ++k) {  // ∂W_k += Σ_j ∂q_jk x_j, the token's rows in one pass over ∂W_k
             for (int64_t j = 0; j < n; ++j) column[j] = gq[j * K + k];
             add_rows(g_weight + k * d, column, x_t, n, d);
@@ -545,8 +645,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> hc_step_backward(
     });
   });
   auto sums = partial.sum(0);
-  return {gx, sums.narrow(0, n * K + 2, K * d).view({K, d}), sums.narrow(0, 0, n * K).view({n, K}),
-          sums.narrow(0, n * K, 2)};
+  auto [gm_write, gs, gb_write, gu] = write_out;
+  return {write ? gs : gx, sums.narrow(0, n * K + 2, K * d).view({K, d}), sums.narrow(0, 0, n * K).view({n, K}),
+          sums.narrow(0, n * K, 2), gm_write, gb_write, gu};
 }
 
 template <typename scalar_t>
@@ -647,6 +748,93 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> mhc_weights_backward(at::Tensor g
   });
   auto sums = partial.sum(0);
   return {gp, sums.narrow(0, C, 3), sums.narrow(0, 0, C)};
+}
+
+// ∂a of a read h = Σ_j a_j x_j alone: ga[t, j] = <g[t], x[t, j]> (stream_read_backward's, without ∂x), for mHC,
+// whose weights' backward needs ∂a before ∂x can be made
+at::Tensor stream_read_weight_grad(at::Tensor g, at::Tensor s) {
+  check(g, "grad");
+  check(s, "streams");
+  const int64_t N = s.size(0), n = s.size(1), d = s.size(2);
+  auto gw = at::empty({N, n}, s.options());
+  AT_DISPATCH_FLOATING_TYPES(s.scalar_type(), "stream_read_weight_grad", [&] {
+    const scalar_t *G = g.data_ptr<scalar_t>(), *S = s.data_ptr<scalar_t>();
+    scalar_t* GW = gw.data_ptr<scalar_t>();
+    each_token(N, [&](int64_t t) { dots(G + t * d, S + t * n * d, GW + t * n, n, d); });
+  });
+  return gw;
+}
+
+// y += alpha · a + beta · b (+ c where given) over d channels
+template <typename scalar_t>
+void add_terms(scalar_t* y, scalar_t alpha, const scalar_t* a, scalar_t beta, const scalar_t* b, const scalar_t* c,
+               int64_t d) {
+  if (c == nullptr) {
+#pragma omp simd
+    for (int64_t e = 0; e < d; ++e) y[e] += alpha * a[e] + beta * b[e];
+  } else {
+#pragma omp simd
+    for (int64_t e = 0; e < d; ++e) y[e] += alpha * a[e] + beta * b[e] + c[e];
+  }
+}
+
+// mHC's step backward once its weights' is done (the caller makes ∂q = ∂P r and the norm's coefficient per token,
+// −(r³/nd) Σ_k ∂P_k q_k, from ∂a = stream_read_weight_grad), a block of kTokensPerPartial tokens at a time, so
+// that the block's rows stay in L2 between the passes:
+//   ∂x_t = ∂q_t W + a_t ⊗ ∂h_t + ∂x_in,t + norm_t x_t    for the token's row x_t (n·d) and W (2n + n², n·d)
+//   ∂W  += ∂q_blockᵀ x_block                             (one partial per block, added in order at the end)
+// the two matrix products by ATen (MKL) on the block; with a write, its backward runs on each token's ∂x at once
+// (WriteBackward). As ATen ops (stream_read_backward, +=, addcmul_, addmm_, ∂qᵀ x, stream_write_backward) the
+// backward made some fourteen passes over stream-sized tensors, each read from memory at the family size; here
+// it makes four (x, ∂x_in and the streams before the write in, ∂s out) beside the one ∂a takes.
+// Returns (∂x, or ∂s with a write, ∂W, ∂M, ∂b, ∂u), the last three empty without a write.
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> mhc_step_backward(
+    at::Tensor gh, at::Tensor a, at::Tensor x, at::Tensor gq, at::Tensor norm, at::Tensor w,
+    std::optional<at::Tensor> gx_in, std::optional<at::Tensor> s_before, std::optional<at::Tensor> mix,
+    std::optional<at::Tensor> write_weights, std::optional<at::Tensor> u) {
+  check(gh, "grad of h");
+  check(a, "a");
+  check(x, "streams");
+  check(gq, "grad of q");
+  check(norm, "norm coefficients");
+  check(w, "weight");
+  if (gx_in) check(*gx_in, "grad of the streams");
+  const int64_t N = x.size(0), n = x.size(1), d = x.size(2), L = n * d, K = w.size(0), blocks = n_partials(N);
+  TORCH_CHECK(n <= kMaxStreams && w.size(1) == L && gq.size(0) == N && gq.size(1) == K && norm.numel() == N &&
+                  a.numel() == N * n && gh.numel() == N * d,
+              "mHC's step backward takes streams (N, n, d), ∂q (N, K), a norm coefficient per token and W (K, n·d)");
+  const auto write = write_of(s_before, mix, write_weights, u);
+  auto gx = write ? at::empty({0}, x.options()) : at::empty_like(x);
+  auto write_out = write_grads(write, N, n, d, x.options());
+  auto gw_partial = at::empty({blocks, K, L}, x.options());
+  const auto rows = x.view({N, L});
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "mhc_step_backward", [&] {
+    const scalar_t *GH = gh.data_ptr<scalar_t>(), *A = a.data_ptr<scalar_t>(), *X = x.data_ptr<scalar_t>();
+    const scalar_t *NORM = norm.data_ptr<scalar_t>(), *GX_IN = gx_in ? gx_in->data_ptr<scalar_t>() : nullptr;
+    const WriteBackward<scalar_t> write_backward(write, write_out, n, d);
+    at::parallel_for(0, blocks, 1, [&](int64_t first, int64_t last) {
+      at::Tensor scratch = write ? at::empty({kTokensPerPartial, L}, x.options()) : at::Tensor();
+      for (int64_t block = first; block < last; ++block) {
+        const int64_t begin = block * kTokensPerPartial, count = std::min(kTokensPerPartial, N - begin);
+        const auto gq_block = gq.narrow(0, begin, count);
+        auto gx_block = write ? scratch.narrow(0, 0, count) : gx.view({N, L}).narrow(0, begin, count);
+        at::mm_out(gx_block, gq_block, w);
+        auto gw_block = gw_partial.select(0, block);
+        at::mm_out(gw_block, gq_block.t(), rows.narrow(0, begin, count));
+        scalar_t* GX = gx_block.data_ptr<scalar_t>();
+        for (int64_t t = begin; t < begin + count; ++t) {
+          scalar_t* gx_t = GX + (t - begin) * L;
+          for (int64_t j = 0; j < n; ++j) {
+            const int64_t row = t * n + j;
+            add_terms(gx_t + j * d, A[row], GH + t * d, NORM[t], X + row * d, GX_IN ? GX_IN + row * d : nullptr, d);
+          }
+          write_backward.finish(gx_t, t);
+        }
+      }
+    });
+  });
+  auto [gm, gs, gb, gu] = write_out;
+  return {write ? gs : gx, gw_partial.sum(0), gm, gb, gu};
 }
 
 // ---- MGR: the gates and the attention pool over k streams laid out (k, N, d), one token at a time
@@ -1004,6 +1192,8 @@ TORCH_LIBRARY(rrlib_native, m) {
   m.def("stream_read(Tensor weights, Tensor streams) -> Tensor");
   m.def("stream_read_backward(Tensor grad, Tensor weights, Tensor streams) -> (Tensor, Tensor)");
   m.def("stream_write(Tensor mix, Tensor streams, Tensor write, Tensor u) -> Tensor");
+  m.def("stream_write_rms(Tensor mix, Tensor streams, Tensor write, Tensor u, int rows_per_token, float eps)"
+        " -> (Tensor, Tensor)");
   m.def("stream_write_backward(Tensor grad, Tensor mix, Tensor streams, Tensor write, Tensor u)"
         " -> (Tensor, Tensor, Tensor, Tensor)");
   m.def("inverse_rms(Tensor x, float eps) -> Tensor");
@@ -1025,8 +1215,13 @@ TORCH_LIBRARY(rrlib_native, m) {
         " Tensor inverse_rms_out, float scale) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
   m.def("hc_weights(Tensor tanh, Tensor static, Tensor scales) -> (Tensor, Tensor, Tensor)");
   m.def("hc_step_backward(Tensor grad_h, Tensor grad_b, Tensor grad_mix, Tensor streams, Tensor a,"
-        " Tensor inverse_rms, Tensor q, Tensor tanh, Tensor weight, Tensor scales, Tensor? grad_streams)"
-        " -> (Tensor, Tensor, Tensor, Tensor)");
+        " Tensor inverse_rms, Tensor q, Tensor tanh, Tensor weight, Tensor scales, Tensor? grad_streams,"
+        " Tensor? streams_before, Tensor? mix, Tensor? write, Tensor? u)"
+        " -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
+  m.def("stream_read_weight_grad(Tensor grad, Tensor streams) -> Tensor");
+  m.def("mhc_step_backward(Tensor grad_h, Tensor a, Tensor streams, Tensor grad_q, Tensor norm, Tensor weight,"
+        " Tensor? grad_streams, Tensor? streams_before, Tensor? mix, Tensor? write, Tensor? u)"
+        " -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
   m.def("mhc_weights(Tensor projection, Tensor alpha, Tensor bias, int n, int iters)"
         " -> (Tensor, Tensor, Tensor, Tensor)");
   m.def("mhc_weights_backward(Tensor grad_pre, Tensor grad_post, Tensor grad_res, Tensor pre, Tensor post,"
@@ -1038,6 +1233,7 @@ TORCH_LIBRARY_IMPL(rrlib_native, CPU, m) {
   m.impl("stream_read_backward", &stream_read_backward);
   m.impl("stream_write", &stream_write);
   m.impl("stream_write_backward", &stream_write_backward);
+  m.impl("stream_write_rms", &stream_write_rms);
   m.impl("inverse_rms", &inverse_rms);
   m.impl("review_norms", &review_norms);
   m.impl("review_norms_backward", &review_norms_backward);
@@ -1053,5 +1249,7 @@ TORCH_LIBRARY_IMPL(rrlib_native, CPU, m) {
   m.impl("hc_weights", &hc_weights);
   m.impl("hc_step_backward", &hc_step_backward);
   m.impl("mhc_weights", &mhc_weights);
+  m.impl("stream_read_weight_grad", &stream_read_weight_grad);
+  m.impl("mhc_step_backward", &mhc_step_backward);
   m.impl("mhc_weights_backward", &mhc_weights_backward);
 }
