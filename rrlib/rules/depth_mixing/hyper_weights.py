@@ -17,7 +17,7 @@ import torch
 
 from ..protocol import RMS_EPS
 from .dispatch import at_least_fp32, kernels_for
-from .norms import SINKHORN_ITERS, project_rows, projected_rms, projection_grads, sinkhorn
+from .norms import SINKHORN_ITERS, projected_rms, projection_grads, sinkhorn
 from .streams import stream_read, stream_write
 
 
@@ -36,7 +36,7 @@ def hc_read_and_weigh(streams: torch.Tensor, weight: torch.Tensor, static: torch
     previous step's (A_rᵀ, B, u), H is first written from the given streams (``stream_write``), in the same node."""
     if kernels_for(streams, weight, static, scales, *(write or ())) is None:
         return hc_read_and_weigh_plain(streams, weight, static, scales, write)
-    return _step(streams, write, weight, streams.shape[-2], _HC, static, scales)
+    return _step(streams, write, weight, _HC, static, scales)
 
 
 def hc_read_and_weigh_plain(streams, weight, static, scales, write=None):
@@ -50,11 +50,11 @@ def _written(streams, write):
     return streams if write is None else stream_write(write[0], streams, *write[1:])
 
 
-def _step(streams, write, weight, rows_per_token, kind, *params):
+def _step(streams, write, weight, kind, *params):
     """The step's node in the kernels: ``_ReadAndWeigh``, or ``_WriteAndWeigh`` after a write."""
     if write is None:
-        return streams, _ReadAndWeigh.apply(streams, weight, rows_per_token, kind, *params)
-    written, *pending = _WriteAndWeigh.apply(streams, *write, weight, rows_per_token, kind, *params)
+        return streams, _ReadAndWeigh.apply(streams, weight, kind, *params)
+    written, *pending = _WriteAndWeigh.apply(streams, *write, weight, kind, *params)
     return written, tuple(pending)
 
 
@@ -66,21 +66,25 @@ def hc_weights_plain(projected, static, scales):
 
 
 class _HC:
-    """HC's weights in the kernels: tanh(P) by ATen (vectorised; a scalar tanh in the kernel cost more than the
-    rest of the tail), the rest by ``hc_weights``. Backward: one kernel for the read's, the weights', the norm's
-    and the projection's gradients (``hc_step_backward``), which reuses tanh(P)."""
+    """HC's step in the kernels: ``hc_step`` writes the streams, takes their rows' norms, projects them (ATen's
+    matrix product), makes the weights (tanh by ATen, vectorised: a scalar tanh in the kernel cost more than the
+    rest of the tail) and reads, a block of tokens at a time. Backward: one kernel for the read's, the weights',
+    the norm's, the projection's and the write's gradients (``hc_step_backward``), which reuses tanh(P)."""
 
     @staticmethod
-    def forward(projected, n, static, scales):
-        # the kernels take P's columns one after another (n + 2, N, n), as project_rows makes them on the CPU
-        tanh = torch.tanh(projected).T.contiguous().view(n + 2, -1, n)
-        return torch.ops.rrlib_native.hc_weights(tanh, static, scales), (tanh, scales)
+    def step(x, write, weight, params):
+        """(x written, (h, b, M), what the backward needs) for streams x (N, n, d), written first with ``write`` =
+        (M, b, u) of the step before where given."""
+        static, scales = params
+        x, h, a, b, mix, r, q, tanh = torch.ops.rrlib_native.hc_step(x, *(write or (None,) * 3), weight, static,
+                                                                    scales, RMS_EPS)
+        return x, (h, b, mix), (x, weight, r, q, a, tanh, scales)
 
     @staticmethod
     def backward(grad_h, grad_b, grad_mix, x, weight, a, r, q, saved, grad_streams, write):
         tanh, scales = saved
         grad_x, grad_weight, *grad_params, grad_mix_in, grad_write, grad_u = torch.ops.rrlib_native.hc_step_backward(
-            grad_h, grad_b, grad_mix, x, a, r, q.T.contiguous(), tanh, weight, scales, grad_streams, *write)
+            grad_h, grad_b, grad_mix, x, a, r, q, tanh, weight, scales, grad_streams, *write)
         return grad_x, grad_weight, grad_params, (grad_mix_in, grad_write, grad_u)
 
 
@@ -95,7 +99,7 @@ def mhc_read_and_weigh(streams: torch.Tensor, weight: torch.Tensor, alpha: torch
     # the kernels make the weights in the streams' dtype, fp32 or fp64, which is what at_least_fp32 gives there
     if kernels_for(streams, weight, alpha, bias, *(write or ())) is None:
         return mhc_read_and_weigh_plain(streams, weight, alpha, bias, write)
-    return _step(streams, write, weight, 1, _MHC, alpha, bias)
+    return _step(streams, write, weight, _MHC, alpha, bias)
 
 
 def mhc_read_and_weigh_plain(streams, weight, alpha, bias, write=None):
@@ -113,14 +117,17 @@ def mhc_weights_plain(projected, alpha, bias, n, iters=SINKHORN_ITERS):
 
 
 class _MHC:
-    """mHC's weights in the kernels, Sinkhorn included; the backward pass reads the sigmoids' and the
+    """mHC's step in the kernels: ``mhc_step`` writes the streams, projects and normalises them, makes the weights
+    (Sinkhorn included) and reads, a block of tokens at a time; the backward pass reads the sigmoids' and the
     exponential's derivatives off their outputs."""
 
     @staticmethod
-    def forward(projected, n, alpha, bias):
-        projected = projected.contiguous()  # (N, 2n + n²); project_rows makes its columns one after another
-        pre, post, res, m0 = torch.ops.rrlib_native.mhc_weights(projected, alpha, bias, n, SINKHORN_ITERS)
-        return (pre, post, res), (pre, post, m0, projected, alpha)
+    def step(x, write, weight, params):
+        """``_HC.step``'s, for mHC."""
+        alpha, bias = params
+        x, h, pre, post, res, m0, p, r, q = torch.ops.rrlib_native.mhc_step(
+            x, *(write or (None,) * 3), weight, alpha, bias, SINKHORN_ITERS, RMS_EPS)
+        return x, (h, post, res), (x, weight, r.view(-1, 1), q, pre, pre, post, m0, p, alpha)
 
     @staticmethod
     def backward(grad_h, grad_b, grad_mix, x, weight, a, r, q, saved, grad_streams, write):
@@ -134,49 +141,49 @@ class _MHC:
 
 
 class _ReadAndWeigh(torch.autograd.Function):
-    r"""A step's projection, weights and read as one autograd node, in the kernels:
+    r"""A step's projection, weights and read as one autograd node, in the kernels (the kind's ``step``):
 
-        rows of x (``rows_per_token`` per token) → P = (rows Wᵀ) · rms(rows)^{-1} → (a, b, M) = weights(P) →
-        h = Σ_j a_j x_j
+        rows of x (HC: each stream's; mHC: each token's n·d) → P = (rows Wᵀ) · rms(rows)^{-1} →
+        (a, b, M) = weights(P) → h = Σ_j a_j x_j
 
     so that the streams have one consumer more than the write (where the separate projection, norm and read
     made three more, each adding a stream-sized gradient in the backward pass). Backward: the kind's kernels
     give ∂x, ∂W and the weights' parameter gradients, with ``project_rows_backward``'s formulas for the
-    projection (HC's in one kernel; mHC's ∂q W and ∂qᵀ x are ATen's matrix products, at its 24 columns as fast).
-    Used for the first step; the later ones take ``_WriteAndWeigh``.
+    projection. Used for the first step; the later ones take ``_WriteAndWeigh``.
     """
 
     @staticmethod
-    def forward(ctx, streams, weight, rows_per_token, kind, *params):
-        outputs, saved = _weigh(streams.reshape(-1, *streams.shape[-2:]), weight, rows_per_token, kind, params)
+    def forward(ctx, streams, weight, kind, *params):
+        _, outputs, saved = kind.step(streams.reshape(-1, *streams.shape[-2:]), None, weight, params)
         ctx.save_for_backward(*saved)
         ctx.kind, ctx.shape = kind, streams.shape
         return _unflatten(outputs, streams.shape)
 
     @staticmethod
     def backward(ctx, grad_h, grad_b, grad_mix):
-        grad_x, grad_weight, grad_params, _ = _weigh_backward(ctx.kind, ctx.saved_tensors, grad_h, grad_b, grad_mix)
-        return (grad_x.view(ctx.shape), grad_weight, None, None, *grad_params)
+        grad_x, grad_weight, grad_params, _ = _step_backward(ctx.kind, ctx.saved_tensors, grad_h, grad_b, grad_mix)
+        return (grad_x.view(ctx.shape), grad_weight, None, *grad_params)
 
 
 class _WriteAndWeigh(torch.autograd.Function):
     r"""The previous step's write x' = M x + b ⊗ u and ``_ReadAndWeigh`` of x' as one node.
 
     x' has one consumer less (the next such node, where the write and the step node made two), so autograd no
-    longer sums two stream-sized gradients for it: the kind's backward kernel starts ∂x' from the next node's
-    gradient (HC; mHC adds it in place), and the write's backward runs on the result. The nodes call the
-    kernels' operators directly (their FLOP formulas are registered with them, rrlib.rules.native): through
-    rrlib.rules.depth_mixing.streams' custom operators, each call cost about 0.1 ms of Python (HC's step at the
-    ``family`` size, one thread: 30.0 against 34.7 ms over standard's, median of 20 paired rounds).
+    longer sums two stream-sized gradients for it. The kind's forward kernels take the written rows' norms as
+    they write them, and its backward kernel starts ∂x' from the next node's gradient and runs the write's
+    backward on each token's ∂x' as it makes it, so no stream-sized ∂x' is stored and read back: at the
+    ``family`` size a stream tensor outgrows the core's L2, and each pass over one is read from memory. The
+    nodes call the kernels' operators directly (their FLOP formulas are registered with them,
+    rrlib.rules.native): through rrlib.rules.depth_mixing.streams' custom operators, each call cost about 0.1 ms
+    of Python (HC's step at the ``family`` size, one thread: 30.0 against 34.7 ms over standard's, median of 20
+    paired rounds).
     """
 
     @staticmethod
-    def forward(ctx, streams, mix, write, u, weight, rows_per_token, kind, *params):
+    def forward(ctx, streams, mix, write, u, weight, kind, *params):
         n, d = streams.shape[-2:]
         flat = streams.view(-1, n, d), mix.view(-1, n, n), write.view(-1, n), u.view(-1, d)
-        # the written streams' inverse RMS is taken as they are written (the same kernel as inverse_rms)
-        written, r = torch.ops.rrlib_native.stream_write_rms(flat[1], flat[0], *flat[2:], rows_per_token, RMS_EPS)
-        outputs, saved = _weigh(written, weight, rows_per_token, kind, params, r)
+        written, outputs, saved = kind.step(flat[0], flat[1:], weight, params)
         ctx.save_for_backward(*flat, *saved)
         ctx.kind, ctx.shapes = kind, (streams.shape, mix.shape, write.shape, u.shape)
         return (written.view(streams.shape), *_unflatten(outputs, streams.shape))
@@ -184,23 +191,11 @@ class _WriteAndWeigh(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_written, grad_h, grad_next_write, grad_next_mix):
         streams, mix, write, u, *saved = ctx.saved_tensors
-        # the kind's kernel runs the write's backward on each token's ∂x as it makes it (no ∂x tensor)
-        grad_streams, grad_weight, grad_params, (grad_mix, grad_write, grad_u) = _weigh_backward(
+        grad_streams, grad_weight, grad_params, (grad_mix, grad_write, grad_u) = _step_backward(
             ctx.kind, saved, grad_h, grad_next_write, grad_next_mix, grad_written, (streams, mix, write, u))
         shape, mix_shape, write_shape, u_shape = ctx.shapes
         return (grad_streams.view(shape), grad_mix.view(mix_shape), grad_write.view(write_shape),
-                grad_u.view(u_shape), grad_weight, None, None, *grad_params)
-
-
-def _weigh(x, weight, rows_per_token, kind, params, r=None):
-    """The step node's forward on the streams x (N, n, d): (h, b, M) per token, and the tensors its backward
-    needs; ``r``: the rows' inverse RMS where the caller has it."""
-    n, d = x.shape[-2:]
-    rows = x.view(-1, n * d // rows_per_token)
-    p, r, q = project_rows(rows, weight, r)
-    (a, b, mix), saved = kind.forward(p, n, *params)
-    h = torch.ops.rrlib_native.stream_read(a, x)
-    return (h, b, mix), (x, weight, r, q, a, *saved)
+                grad_u.view(u_shape), grad_weight, None, *grad_params)
 
 
 def _unflatten(outputs, shape):
@@ -209,10 +204,10 @@ def _unflatten(outputs, shape):
     return h.view(*lead, d), b.view(*lead, n), mix.view(*lead, n, n)
 
 
-def _weigh_backward(kind, saved, grad_h, grad_b, grad_mix, grad_streams=None, write=(None,) * 4):
-    """(∂x, ∂W, the kind's parameter gradients, (∂M, ∂b, ∂u)) of ``_weigh``; ``grad_streams``: x's gradient from
-    elsewhere. With ``write`` = (streams, M, b, u) that x was written from, the first is the streams' gradient and the
-    last the write's (empty tensors without one)."""
+def _step_backward(kind, saved, grad_h, grad_b, grad_mix, grad_streams=None, write=(None,) * 4):
+    """(∂x, ∂W, the kind's parameter gradients, (∂M, ∂b, ∂u)) of the kind's ``step``; ``grad_streams``: x's
+    gradient from elsewhere. With ``write`` = (streams, M, b, u) that x was written from, the first is the
+    streams' gradient and the last the write's (empty tensors without one)."""
     x, weight, r, q, a, *kind_saved = saved
     tokens, n, d = x.shape
     grad_h, grad_b, grad_mix = (torch.zeros(tokens, *shape, dtype=x.dtype) if g is None

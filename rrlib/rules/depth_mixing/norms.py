@@ -50,11 +50,11 @@ def inverse_rms_values(x: torch.Tensor) -> torch.Tensor:
     return torch.rsqrt(torch.linalg.vecdot(x, x).unsqueeze(-1) / x.shape[-1] + RMS_EPS)
 
 
-def project_rows(rows: torch.Tensor, weight: torch.Tensor, r: torch.Tensor | None = None):
-    """(P, r, q) for ``rows`` (N, len) and ``weight`` (k, len): q = rows Wᵀ, r = rms(rows)^{-1} (taken here unless
-    given, (N,) or (N, 1)), P = q r, outside autograd (``_ProjectedRMS`` and rrlib.rules.depth_mixing.hyper_weights'
-    step node keep r and q for ``project_rows_backward``)."""
-    r = inverse_rms_values(rows) if r is None else r.view(-1, 1)
+def project_rows(rows: torch.Tensor, weight: torch.Tensor):
+    """(P, r, q) for ``rows`` (N, len) and ``weight`` (k, len): q = rows Wᵀ, r = rms(rows)^{-1}, P = q r, outside
+    autograd (``_ProjectedRMS`` and rrlib.rules.depth_mixing.hyper_weights' step node keep r and q for
+    ``project_rows_backward``)."""
+    r = inverse_rms_values(rows)
     # on the CPU MKL makes the k × N product (k rows of W by the rows) 2× faster than the N × k one for HC's
     # k = n + 2 = 6 (0.16 ms against 0.38 at the family size; mHC's k = 24: 0.36 against 0.43); q is its
     # transpose, a view (N × k laid out column by column), and so is P

@@ -121,8 +121,18 @@ def _register_flop_formulas(ops) -> None:
 
     register_flop_formula(ops.stream_read)(read)
     register_flop_formula(ops.stream_write)(write)
-    register_flop_formula(ops.stream_write_rms)(write)  # and the written rows' squares, not counted as a read's
     register_flop_formula(ops.stream_read_weight_grad)(lambda grad, streams, *a, **k: read(None, streams))
+
+    def hyper_step(streams_shape, mix_shape, write_shape, u_shape, weight_shape, *args, out_shape=None, **kwargs):
+        # HC's and mHC's step forward: the write where there is one, the projection of the streams' rows (each
+        # of the weight's k rows meets every entry of the streams once) and the read; the weights made from
+        # the projection (tanh, sigmoids, Sinkhorn) are not contractions
+        written = 0 if mix_shape is None else write(mix_shape, streams_shape)
+        projection = 2 * streams_shape[0] * streams_shape[1] * streams_shape[2] * weight_shape[0]
+        return written + projection + read(None, streams_shape)
+
+    register_flop_formula(ops.hc_step)(hyper_step)
+    register_flop_formula(ops.mhc_step)(hyper_step)
     register_flop_formula(ops.stream_read_backward)(lambda grad, weights, streams, *a, **k: 2 * read(weights, streams))
     register_flop_formula(ops.stream_write_backward)(
         lambda grad, mix, streams, *a, **k: 2 * write(mix, streams))

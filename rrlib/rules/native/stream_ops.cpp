@@ -254,34 +254,6 @@ at::Tensor stream_write(at::Tensor mix, at::Tensor s, at::Tensor b, at::Tensor u
   return out;
 }
 
-// stream_write, and the inverse RMS of the written rows, rows_per_token of them per token (HC's n rows of d, mHC's
-// one of n·d), while the token's rows are in L1: the same r as inverse_rms on the result, where a separate pass
-// read the written streams back from memory (a stream tensor outgrows L2 at the family size, and a pass over it
-// costs what the arithmetic of the write does)
-std::tuple<at::Tensor, at::Tensor> stream_write_rms(at::Tensor mix, at::Tensor s, at::Tensor b, at::Tensor u,
-                                                    int64_t rows_per_token, double eps) {
-  check(mix, "mix");
-  check(s, "streams");
-  check(b, "write");
-  check(u, "u");
-  const int64_t N = s.size(0), n = s.size(1), d = s.size(2);
-  TORCH_CHECK(rows_per_token > 0 && (n * d) % rows_per_token == 0, "rows_per_token must divide n·d");
-  const int64_t len = n * d / rows_per_token;
-  auto out = at::empty({N, n, d}, s.options());
-  auto r = at::empty({N * rows_per_token}, s.options());
-  AT_DISPATCH_FLOATING_TYPES(s.scalar_type(), "stream_write_rms", [&] {
-    const scalar_t *M = mix.data_ptr<scalar_t>(), *S = s.data_ptr<scalar_t>();
-    const scalar_t *B = b.data_ptr<scalar_t>(), *U = u.data_ptr<scalar_t>();
-    scalar_t *O = out.data_ptr<scalar_t>(), *R = r.data_ptr<scalar_t>();
-    each_token(N, [&](int64_t t) {
-      write_token(M + t * n * n, S + t * n * d, B + t * n, U + t * d, O + t * n * d, n, d);
-      for (int64_t row = t * rows_per_token; row < (t + 1) * rows_per_token; ++row)
-        R[row] = inverse_rms_row(O + row * len, len, eps);
-    });
-  });
-  return {out, r};
-}
-
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> stream_write_backward(at::Tensor g, at::Tensor mix, at::Tensor s,
                                                  at::Tensor b, at::Tensor u) {
   check(g, "grad");
@@ -467,34 +439,77 @@ constexpr int64_t kTokensPerPartial = 256;  // tokens whose parameter gradients 
 
 int64_t n_partials(int64_t N) { return (N + kTokensPerPartial - 1) / kTokensPerPartial; }
 
-// HC:  c = static + s ⊙ tanh(P),  tanh(P) computed by the caller (ATen's tanh is vectorised),
-//      s = s_α on columns 0…n and s_β on column n+1;
-//      a[j] = c[j, 0],  b[i] = c[i, n+1],  M[i, j] = c[j, 1+i]  (A_rᵀ: row i of M makes stream i).
-// P and tanh(P) are laid out column by column, (n + 2, N, n): the projection is made as the product of W's
-// n + 2 rows with the rows of the streams, which MKL makes 2× faster than the other way round.
-std::tuple<at::Tensor, at::Tensor, at::Tensor> hc_weights(at::Tensor th, at::Tensor stat, at::Tensor scales) {
-  check(th, "tanh of the projection");
+// HC's step forward, a block of kTokensPerPartial tokens at a time, so that the block's streams stay in L2 from
+// their write to the read (a stream tensor outgrows L2 at the family size, and as separate kernels the write, the
+// norm, the projection and the read each read the streams from memory):
+//   [x = M s + b ⊗ u with a write,]  r = rms(x_tj)^{-1} and q = W x_tj for each stream row x_tj (q by ATen, on
+//   the block's rows),  tanh(P) = tanh(q r) (ATen's vectorised tanh, on the block),
+//   c = static + s ⊙ tanh(P),  s = s_α on columns 0…n and s_β on column n+1,
+//   a[j] = c[j, 0],  b[i] = c[i, n+1],  M'[i, j] = c[j, 1+i]  (A_rᵀ: row i of M' makes stream i),
+//   h = Σ_j a_j x_j.
+// q and tanh(P) are (N·n, n + 2), a row per stream row. Returns (x, h, a, b, M', r, q, tanh(P)).
+std::vector<at::Tensor> hc_step(at::Tensor streams, std::optional<at::Tensor> mix,
+                                std::optional<at::Tensor> write_weights, std::optional<at::Tensor> u, at::Tensor w,
+                                at::Tensor stat, at::Tensor scales, double eps) {
+  check(streams, "streams");
+  check(w, "weight");
   check(stat, "static");
   check(scales, "scales");
-  const int64_t K = th.size(0), N = th.size(1), n = th.size(2), NR = N * n;
-  TORCH_CHECK(K == n + 2 && stat.numel() == n * K && scales.numel() == 2, "HC's weights take (n + 2, N, n)");
-  auto a = at::empty({N, n}, th.options()), b = at::empty({N, n}, th.options());
-  auto m = at::empty({N, n, n}, th.options());
-  AT_DISPATCH_FLOATING_TYPES(th.scalar_type(), "hc_weights", [&] {
-    const scalar_t *TH = th.data_ptr<scalar_t>(), *C0 = stat.data_ptr<scalar_t>();
+  TORCH_CHECK(mix.has_value() == write_weights.has_value() && mix.has_value() == u.has_value(),
+              "the write takes its mix, write weights and u together");
+  const int64_t N = streams.size(0), n = streams.size(1), d = streams.size(2), K = n + 2;
+  TORCH_CHECK(w.size(0) == K && w.size(1) == d && stat.numel() == n * K && scales.numel() == 2,
+              "HC's step takes streams (N, n, d), W (n + 2, d), static (n, n + 2) and two scales");
+  const bool written = mix.has_value();
+  if (written) {
+    check(*mix, "mix");
+    check(*write_weights, "write");
+    check(*u, "u");
+  }
+  const auto options = streams.options();
+  auto x = written ? at::empty_like(streams) : streams;
+  auto h = at::empty({N, d}, options), a = at::empty({N, n}, options), b = at::empty({N, n}, options);
+  auto m = at::empty({N, n, n}, options), r = at::empty({N * n}, options);
+  auto q = at::empty({N * n, K}, options), th = at::empty({N * n, K}, options);
+  const auto rows = x.view({N * n, d});
+  AT_DISPATCH_FLOATING_TYPES(streams.scalar_type(), "hc_step", [&] {
+    const scalar_t *S = streams.data_ptr<scalar_t>(), *C0 = stat.data_ptr<scalar_t>();
     const scalar_t sa = scales.data_ptr<scalar_t>()[0], sb = scales.data_ptr<scalar_t>()[1];
-    scalar_t *A = a.data_ptr<scalar_t>(), *B = b.data_ptr<scalar_t>(), *M = m.data_ptr<scalar_t>();
-    each_token(N, [&](int64_t t) {
-      for (int64_t j = 0; j < n; ++j) {
-        const scalar_t* tj = TH + t * n + j;  // column col at tj[col * NR]
-        const scalar_t* cj = C0 + j * K;
-        A[t * n + j] = cj[0] + sa * tj[0];
-        for (int64_t i = 0; i < n; ++i) M[(t * n + i) * n + j] = cj[1 + i] + sa * tj[(1 + i) * NR];
-        B[t * n + j] = cj[n + 1] + sb * tj[(n + 1) * NR];
+    const scalar_t* MIX = written ? mix->data_ptr<scalar_t>() : nullptr;
+    const scalar_t* B = written ? write_weights->data_ptr<scalar_t>() : nullptr;
+    const scalar_t* U = written ? u->data_ptr<scalar_t>() : nullptr;
+    scalar_t *X = x.data_ptr<scalar_t>(), *H = h.data_ptr<scalar_t>(), *A = a.data_ptr<scalar_t>();
+    scalar_t *BO = b.data_ptr<scalar_t>(), *M = m.data_ptr<scalar_t>(), *R = r.data_ptr<scalar_t>();
+    scalar_t *Q = q.data_ptr<scalar_t>(), *TH = th.data_ptr<scalar_t>();
+    at::parallel_for(0, n_partials(N), 1, [&](int64_t first, int64_t last) {
+      for (int64_t block = first; block < last; ++block) {
+        const int64_t begin = block * kTokensPerPartial, count = std::min(kTokensPerPartial, N - begin);
+        for (int64_t t = begin; t < begin + count; ++t) {
+          if (written) write_token(MIX + t * n * n, S + t * n * d, B + t * n, U + t * d, X + t * n * d, n, d);
+          for (int64_t row = t * n; row < (t + 1) * n; ++row) R[row] = inverse_rms_row(X + row * d, d, eps);
+        }
+        // W's n + 2 rows by the block's rows: MKL makes this product 2× faster than the rows by Wᵀ
+        const auto q_columns = at::mm(w, rows.narrow(0, begin * n, count * n).t());
+        const scalar_t* QC = q_columns.data_ptr<scalar_t>();
+        for (int64_t row = begin * n, e = 0; row < (begin + count) * n; ++row, ++e)
+          for (int64_t k = 0; k < K; ++k) {
+            Q[row * K + k] = QC[k * count * n + e];
+            TH[row * K + k] = Q[row * K + k] * R[row];
+          }
+        th.narrow(0, begin * n, count * n).tanh_();
+        for (int64_t t = begin; t < begin + count; ++t) {
+          for (int64_t j = 0; j < n; ++j) {
+            const scalar_t *tj = TH + (t * n + j) * K, *cj = C0 + j * K;
+            A[t * n + j] = cj[0] + sa * tj[0];
+            for (int64_t i = 0; i < n; ++i) M[(t * n + i) * n + j] = cj[1 + i] + sa * tj[1 + i];
+            BO[t * n + j] = cj[n + 1] + sb * tj[n + 1];
+          }
+          read_token(A + t * n, X + t * n * d, H + t * d, n, d);
+        }
       }
     });
   });
-  return {a, b, m};
+  return {x, h, a, b, m, r, q, th};
 }
 
 // The streams a step node wrote x from, x = M s + b ⊗ u, when its backward takes the write's too
@@ -534,8 +549,8 @@ struct WriteBackward {
   scalar_t *GM = nullptr, *GS = nullptr, *GB = nullptr, *GU = nullptr;
   int64_t n, d;
 
-  WriteBackward(const std::optional<Write>& write, const std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>& grads,
-                int64_t n, int64_t d)
+  WriteBackward(const std::optional<Write>& write,
+                const std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>& grads, int64_t n, int64_t d)
       : n(n), d(d) {
     if (!write) return;
     S = write->s.data_ptr<scalar_t>(), M = write->m.data_ptr<scalar_t>(), B = write->b.data_ptr<scalar_t>();
@@ -561,8 +576,8 @@ struct WriteBackward {
 //   ∂a_j = <∂h, x_j>;  ∂c from (∂a, ∂b, ∂M);  ∂P = ∂c · s · (1 − tanh²P),  ∂static = Σ_t ∂c,
 //   ∂s = Σ ∂c · tanh P over each scale's columns;  ∂q_j = ∂P_j r_j;
 //   ∂x_j = a_j ∂h + Σ_k ∂q_jk W_k − (r_j³/d)(Σ_k ∂P_jk q_jk) x_j,  ∂W_k = Σ_t Σ_j ∂q_jk x_j
-// for the rows x_j of the streams, r_j = rms(x_j)^{-1} and q_j = W x_j; q and tanh(P) are laid out as
-// hc_weights' tanh(P), column by column (n + 2, N·n). With ``gx_in`` (the streams' gradient from their other
+// for the rows x_j of the streams, r_j = rms(x_j)^{-1} and q_j = W x_j; q and tanh(P) as hc_step makes them,
+// (N·n, n + 2). With ``gx_in`` (the streams' gradient from their other
 // consumer, the next write), ∂x starts from it; with the write that made x (``streams_before`` …), the write's
 // backward follows in the same token loop (WriteBackward). Returns (∂x, or with a write the earlier streams'
 // gradient, ∂W, ∂static, ∂scales, then the write's ∂M, ∂b, ∂u, empty without one); parameter sums are per block
@@ -590,7 +605,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tenso
   TORCH_CHECK(n <= kMaxStreams && th.numel() == N * n * K && q.numel() == N * n * K && r.numel() == N * n &&
                   w.numel() == K * d,
               "HC's step backward takes streams (N, n, d), q and tanh(P) (n + 2, N·n) and W (n + 2, d)");
-  const int64_t NR = N * n, width = n * K + 2 + K * d;  // a block's ∂static, ∂s and ∂W
+  const int64_t width = n * K + 2 + K * d;  // a block's ∂static, ∂s and ∂W
   const auto write = write_of(s_before, mix, write_weights, u);
   auto gx = write ? at::empty({0}, x.options()) : at::empty_like(x);
   auto write_out = write_grads(write, N, n, d, x.options());
@@ -615,7 +630,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tenso
           for (int64_t j = 0; j < n; ++j)
             for (int64_t col = 0; col < K; ++col) {
               const scalar_t gc = col == 0 ? ga[j] : col == n + 1 ? GB[t * n + j] : GM[(t * n + col - 1) * n + j];
-              const scalar_t tanh = TH[col * NR + t * n + j];
+              const scalar_t tanh = TH[(t * n + j) * K + col];
               gp[j * K + col] = gc * SC[col == n + 1] * (scalar_t(1) - tanh * tanh);
               g_static[j * K + col] += gc;
               g_scales[col == n + 1] += gc * tanh;
@@ -626,7 +641,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tenso
             scalar_t norm = 0;
             for (int64_t k = 0; k < K; ++k) {
               gq[j * K + k] = gp[j * K + k] * rj;
-              norm += gp[j * K + k] * Q[k * NR + row];
+              norm += gp[j * K + k] * Q[row * K + k];
             }
             const scalar_t coef = norm * rj * rj * rj * scalar_t(-1.0 / d);
             if (GX_IN)
@@ -655,6 +670,28 @@ scalar_t sigmoid(scalar_t x) {
   return scalar_t(1) / (scalar_t(1) + std::exp(-x));
 }
 
+// mhc_weights for tokens [begin, begin + count), count ≤ kLanes: one chunk of Sinkhorn lanes
+template <typename scalar_t>
+void mhc_weights_chunk(const scalar_t* P, const scalar_t* AL, const scalar_t* BI, int64_t begin, int64_t count,
+                       int64_t n, int64_t iters, scalar_t* PRE, scalar_t* POST, scalar_t* RES, scalar_t* M0,
+                       scalar_t* chunk) {
+  const int64_t nn = n * n, C = 2 * n + nn;
+  for (int64_t t = begin; t < begin + count; ++t) {
+    const scalar_t* pt = P + t * C;
+    for (int64_t i = 0; i < n; ++i) {
+      PRE[t * n + i] = sigmoid(AL[0] * pt[i] + BI[i]);
+      POST[t * n + i] = 2 * sigmoid(AL[1] * pt[n + i] + BI[n + i]);
+    }
+    scalar_t* mt = M0 + t * nn;
+    scalar_t top = -std::numeric_limits<scalar_t>::infinity();
+    for (int64_t e = 0; e < nn; ++e) top = std::max(top, mt[e] = AL[2] * pt[2 * n + e] + BI[2 * n + e]);
+    for (int64_t e = 0; e < nn; ++e) mt[e] = std::exp(mt[e] - top);
+  }
+  gather(M0, begin, count, nn, chunk);
+  sinkhorn_chunk<scalar_t>(chunk, n, iters, nullptr, nullptr);
+  scatter(chunk, begin, count, nn, RES);
+}
+
 // mHC:  logits = α_g ⊙ P + bias,  P (N, 2n + n²) in groups g = (pre: n, post: n, res: n²);
 //       pre = σ(logits_pre),  post = 2σ(logits_post),  H = Sinkhorn(m0),  m0 = exp(L − max L),  L = logits_res
 // as n × n. The max is a constant per token (Sinkhorn's first normalisation cancels it), so no gradient flows
@@ -674,26 +711,74 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> mhc_weights(at::Tenso
     scalar_t* M0 = m0.data_ptr<scalar_t>();
     at::parallel_for(0, (N + kLanes - 1) / kLanes, 1, [&](int64_t first, int64_t last) {
       std::vector<scalar_t> chunk(nn * kLanes);
-      for (int64_t c = first; c < last; ++c) {
-        const int64_t begin = c * kLanes, count = std::min(kLanes, N - begin);
-        for (int64_t t = begin; t < begin + count; ++t) {
-          const scalar_t* pt = P + t * C;
-          for (int64_t i = 0; i < n; ++i) {
-            PRE[t * n + i] = sigmoid(AL[0] * pt[i] + BI[i]);
-            POST[t * n + i] = 2 * sigmoid(AL[1] * pt[n + i] + BI[n + i]);
-          }
-          scalar_t* mt = M0 + t * nn;
-          scalar_t top = -std::numeric_limits<scalar_t>::infinity();
-          for (int64_t e = 0; e < nn; ++e) top = std::max(top, mt[e] = AL[2] * pt[2 * n + e] + BI[2 * n + e]);
-          for (int64_t e = 0; e < nn; ++e) mt[e] = std::exp(mt[e] - top);
-        }
-        gather(M0, begin, count, nn, chunk.data());
-        sinkhorn_chunk<scalar_t>(chunk.data(), n, iters, nullptr, nullptr);
-        scatter(chunk.data(), begin, count, nn, RES);
-      }
+      for (int64_t c = first; c < last; ++c)
+        mhc_weights_chunk(P, AL, BI, c * kLanes, std::min(kLanes, N - c * kLanes), n, iters, PRE, POST, RES, M0,
+                          chunk.data());
     });
   });
   return {pre, post, res, m0};
+}
+
+// mHC's step forward, a block of kTokensPerPartial tokens at a time, so that the block's streams stay in L2 from
+// their write to the read: [x = M s + b ⊗ u with a write,] r = rms(x_t)^{-1} over the token's n·d, q = x Wᵀ (ATen,
+// on the block), P = q r, the weights (mhc_weights_chunk, on the same chunks of kLanes tokens as mhc_weights) and
+// h = Σ_j pre_j x_j. As separate kernels the write, the norm, the projection and the read each read the streams
+// from memory (a stream tensor outgrows L2 at the family size). Returns (x, h, pre, post, H_res, m0, P, r, q).
+std::vector<at::Tensor> mhc_step(at::Tensor streams, std::optional<at::Tensor> mix,
+                                 std::optional<at::Tensor> write_weights,
+                                 std::optional<at::Tensor> u, at::Tensor w, at::Tensor alpha, at::Tensor bias,
+                                 int64_t iters, double eps) {
+  check(streams, "streams");
+  check(w, "weight");
+  check(alpha, "alpha");
+  check(bias, "bias");
+  TORCH_CHECK(mix.has_value() == write_weights.has_value() && mix.has_value() == u.has_value(),
+              "the write takes its mix, write weights and u together");
+  const int64_t N = streams.size(0), n = streams.size(1), d = streams.size(2), L = n * d, nn = n * n;
+  const int64_t C = 2 * n + nn;
+  TORCH_CHECK(w.size(0) == C && w.size(1) == L && bias.numel() == C && alpha.numel() == 3,
+              "mHC's step takes streams (N, n, d) and W (2n + n², n·d)");
+  static_assert(kTokensPerPartial % kLanes == 0, "a block holds whole Sinkhorn chunks");
+  const bool written = mix.has_value();
+  if (written) {
+    check(*mix, "mix");
+    check(*write_weights, "write");
+    check(*u, "u");
+  }
+  const auto options = streams.options();
+  auto x = written ? at::empty_like(streams) : streams;
+  auto h = at::empty({N, d}, options), pre = at::empty({N, n}, options), post = at::empty({N, n}, options);
+  auto res = at::empty({N, n, n}, options), m0 = at::empty({N, n, n}, options), p = at::empty({N, C}, options);
+  auto r = at::empty({N}, options), q = at::empty({N, C}, options);
+  const auto rows = x.view({N, L}), wt = w.t();
+  AT_DISPATCH_FLOATING_TYPES(streams.scalar_type(), "mhc_step", [&] {
+    const scalar_t *S = streams.data_ptr<scalar_t>(), *AL = alpha.data_ptr<scalar_t>(), *BI = bias.data_ptr<scalar_t>();
+    const scalar_t *M = written ? mix->data_ptr<scalar_t>() : nullptr;
+    const scalar_t* B = written ? write_weights->data_ptr<scalar_t>() : nullptr;
+    const scalar_t* U = written ? u->data_ptr<scalar_t>() : nullptr;
+    scalar_t *X = x.data_ptr<scalar_t>(), *H = h.data_ptr<scalar_t>(), *PRE = pre.data_ptr<scalar_t>();
+    scalar_t *POST = post.data_ptr<scalar_t>(), *RES = res.data_ptr<scalar_t>(), *M0 = m0.data_ptr<scalar_t>();
+    scalar_t *P = p.data_ptr<scalar_t>(), *R = r.data_ptr<scalar_t>(), *Q = q.data_ptr<scalar_t>();
+    at::parallel_for(0, n_partials(N), 1, [&](int64_t first, int64_t last) {
+      std::vector<scalar_t> chunk(nn * kLanes);
+      for (int64_t block = first; block < last; ++block) {
+        const int64_t begin = block * kTokensPerPartial, count = std::min(kTokensPerPartial, N - begin);
+        for (int64_t t = begin; t < begin + count; ++t) {
+          if (written) write_token(M + t * nn, S + t * L, B + t * n, U + t * d, X + t * L, n, d);
+          R[t] = inverse_rms_row(X + t * L, L, eps);
+        }
+        auto q_block = q.narrow(0, begin, count);
+        at::mm_out(q_block, rows.narrow(0, begin, count), wt);
+        for (int64_t t = begin; t < begin + count; ++t)
+          for (int64_t c = 0; c < C; ++c) P[t * C + c] = Q[t * C + c] * R[t];
+        for (int64_t start = begin; start < begin + count; start += kLanes)
+          mhc_weights_chunk(P, AL, BI, start, std::min(kLanes, begin + count - start), n, iters, PRE, POST, RES, M0,
+                            chunk.data());
+        for (int64_t t = begin; t < begin + count; ++t) read_token(PRE + t * n, X + t * L, H + t * d, n, d);
+      }
+    });
+  });
+  return {x, h, pre, post, res, m0, p, r, q};
 }
 
 // Its gradient: ∂logits = (∂pre · pre(1 − pre), ∂post · post(1 − post/2), Sinkhorn's backward · m0);
@@ -1192,8 +1277,6 @@ TORCH_LIBRARY(rrlib_native, m) {
   m.def("stream_read(Tensor weights, Tensor streams) -> Tensor");
   m.def("stream_read_backward(Tensor grad, Tensor weights, Tensor streams) -> (Tensor, Tensor)");
   m.def("stream_write(Tensor mix, Tensor streams, Tensor write, Tensor u) -> Tensor");
-  m.def("stream_write_rms(Tensor mix, Tensor streams, Tensor write, Tensor u, int rows_per_token, float eps)"
-        " -> (Tensor, Tensor)");
   m.def("stream_write_backward(Tensor grad, Tensor mix, Tensor streams, Tensor write, Tensor u)"
         " -> (Tensor, Tensor, Tensor, Tensor)");
   m.def("inverse_rms(Tensor x, float eps) -> Tensor");
@@ -1213,11 +1296,14 @@ TORCH_LIBRARY(rrlib_native, m) {
   m.def("mgr_gate_pool_backward(Tensor grad_streams, Tensor grad_inverse_rms, Tensor grad_h, Tensor streams,"
         " Tensor inverse_rms, Tensor u, Tensor gate_query, Tensor gate_bias, Tensor pool_query, Tensor streams_out,"
         " Tensor inverse_rms_out, float scale) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
-  m.def("hc_weights(Tensor tanh, Tensor static, Tensor scales) -> (Tensor, Tensor, Tensor)");
+  m.def("hc_step(Tensor streams, Tensor? mix, Tensor? write, Tensor? u, Tensor weight, Tensor static,"
+        " Tensor scales, float eps) -> Tensor[]");
   m.def("hc_step_backward(Tensor grad_h, Tensor grad_b, Tensor grad_mix, Tensor streams, Tensor a,"
         " Tensor inverse_rms, Tensor q, Tensor tanh, Tensor weight, Tensor scales, Tensor? grad_streams,"
         " Tensor? streams_before, Tensor? mix, Tensor? write, Tensor? u)"
         " -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
+  m.def("mhc_step(Tensor streams, Tensor? mix, Tensor? write, Tensor? u, Tensor weight, Tensor alpha, Tensor bias,"
+        " int iters, float eps) -> Tensor[]");
   m.def("stream_read_weight_grad(Tensor grad, Tensor streams) -> Tensor");
   m.def("mhc_step_backward(Tensor grad_h, Tensor a, Tensor streams, Tensor grad_q, Tensor norm, Tensor weight,"
         " Tensor? grad_streams, Tensor? streams_before, Tensor? mix, Tensor? write, Tensor? u)"
@@ -1233,7 +1319,6 @@ TORCH_LIBRARY_IMPL(rrlib_native, CPU, m) {
   m.impl("stream_read_backward", &stream_read_backward);
   m.impl("stream_write", &stream_write);
   m.impl("stream_write_backward", &stream_write_backward);
-  m.impl("stream_write_rms", &stream_write_rms);
   m.impl("inverse_rms", &inverse_rms);
   m.impl("review_norms", &review_norms);
   m.impl("review_norms_backward", &review_norms_backward);
@@ -1246,10 +1331,11 @@ TORCH_LIBRARY_IMPL(rrlib_native, CPU, m) {
   m.impl("mgr_pool_backward", &mgr_pool_backward);
   m.impl("mgr_gate_pool", &mgr_gate_pool);
   m.impl("mgr_gate_pool_backward", &mgr_gate_pool_backward);
-  m.impl("hc_weights", &hc_weights);
+  m.impl("hc_step", &hc_step);
   m.impl("hc_step_backward", &hc_step_backward);
   m.impl("mhc_weights", &mhc_weights);
   m.impl("stream_read_weight_grad", &stream_read_weight_grad);
+  m.impl("mhc_step", &mhc_step);
   m.impl("mhc_step_backward", &mhc_step_backward);
   m.impl("mhc_weights_backward", &mhc_weights_backward);
 }
