@@ -211,10 +211,12 @@ def _step_backward_inputs(kind, tokens, n=4, d=7, **dtype):
     if kind == "hc":
         k = n + 2
         step = [r(tokens, d), r(tokens, n), r(tokens, n, n), r(tokens, n, d), r(tokens, n), r(tokens * n).abs(),
-                r(k, tokens * n), r(k, tokens, n).tanh(), r(k, d), r(2), r(tokens, n, d)]
-    else:
+                r(tokens * n, k), r(tokens * n, k).tanh(), r(k, d), r(2), r(tokens, n, d)]
+    else:  # ∂h, ∂post, ∂H_res, x, W, r, q, pre, post, m0, P, α, Sinkhorn rounds, ∂x from the next write
         k = 2 * n + n * n
-        step = [r(tokens, d), r(tokens, n), r(tokens, n, d), r(tokens, k), r(tokens), r(k, n * d), r(tokens, n, d)]
+        step = [r(tokens, d), r(tokens, n), r(tokens, n, n), r(tokens, n, d), r(k, n * d), r(tokens).abs(),
+                r(tokens, k), r(tokens, n).sigmoid(), 2 * r(tokens, n).sigmoid(), r(tokens, n, n).exp(), r(tokens, k),
+                r(3), 20, r(tokens, n, d)]
     return step, write
 
 

@@ -17,7 +17,7 @@ import torch
 
 from ..protocol import RMS_EPS
 from .dispatch import at_least_fp32, kernels_for
-from .norms import SINKHORN_ITERS, projected_rms, projection_grads, sinkhorn
+from .norms import SINKHORN_ITERS, projected_rms, sinkhorn
 from .streams import stream_read, stream_write
 
 
@@ -127,17 +127,14 @@ class _MHC:
         alpha, bias = params
         x, h, pre, post, res, m0, p, r, q = torch.ops.rrlib_native.mhc_step(
             x, *(write or (None,) * 3), weight, alpha, bias, SINKHORN_ITERS, RMS_EPS)
-        return x, (h, post, res), (x, weight, r.view(-1, 1), q, pre, pre, post, m0, p, alpha)
+        return x, (h, post, res), (x, weight, r, q, pre, post, m0, p, alpha)
 
     @staticmethod
     def backward(grad_h, grad_b, grad_mix, x, weight, a, r, q, saved, grad_streams, write):
-        ops = torch.ops.rrlib_native
-        grad_a = ops.stream_read_weight_grad(grad_h, x)
-        grad_p, *grad_params = ops.mhc_weights_backward(grad_a, grad_b, grad_mix, *saved, SINKHORN_ITERS)
-        grad_q, norm = projection_grads(grad_p, r, q, x[0].numel())
-        grad_x, grad_weight, *grad_write = ops.mhc_step_backward(grad_h, a, x, grad_q.contiguous(), norm.view(-1),
-                                                                 weight, grad_streams, *write)
-        return grad_x, grad_weight, grad_params, tuple(grad_write)
+        post, m0, p, alpha = saved  # a is H_pre
+        grad_x, grad_weight, grad_alpha, grad_bias, *grad_write = torch.ops.rrlib_native.mhc_step_backward(
+            grad_h, grad_b, grad_mix, x, weight, r, q, a, post, m0, p, alpha, SINKHORN_ITERS, grad_streams, *write)
+        return grad_x, grad_weight, (grad_alpha, grad_bias), tuple(grad_write)
 
 
 class _ReadAndWeigh(torch.autograd.Function):

@@ -121,7 +121,6 @@ def _register_flop_formulas(ops) -> None:
 
     register_flop_formula(ops.stream_read)(read)
     register_flop_formula(ops.stream_write)(write)
-    register_flop_formula(ops.stream_read_weight_grad)(lambda grad, streams, *a, **k: read(None, streams))
 
     def hyper_step(streams_shape, mix_shape, write_shape, u_shape, weight_shape, *args, out_shape=None, **kwargs):
         # HC's and mHC's step forward: the write where there is one, the projection of the streams' rows (each

@@ -670,7 +670,11 @@ scalar_t sigmoid(scalar_t x) {
   return scalar_t(1) / (scalar_t(1) + std::exp(-x));
 }
 
-// mhc_weights for tokens [begin, begin + count), count ≤ kLanes: one chunk of Sinkhorn lanes
+// mHC's weights for tokens [begin, begin + count), count ≤ kLanes (one chunk of Sinkhorn lanes):
+//   logits = α_g ⊙ P + bias,  P (N, 2n + n²) in groups g = (pre: n, post: n, res: n²);
+//   pre = σ(logits_pre),  post = 2σ(logits_post),  H = Sinkhorn(m0),  m0 = exp(L − max L),  L = logits_res as n × n.
+// The max is a constant per token (Sinkhorn's first normalisation cancels it), so no gradient flows through it; the
+// backward pass reads the derivatives off pre, post and m0.
 template <typename scalar_t>
 void mhc_weights_chunk(const scalar_t* P, const scalar_t* AL, const scalar_t* BI, int64_t begin, int64_t count,
                        int64_t n, int64_t iters, scalar_t* PRE, scalar_t* POST, scalar_t* RES, scalar_t* M0,
@@ -692,36 +696,9 @@ void mhc_weights_chunk(const scalar_t* P, const scalar_t* AL, const scalar_t* BI
   scatter(chunk, begin, count, nn, RES);
 }
 
-// mHC:  logits = α_g ⊙ P + bias,  P (N, 2n + n²) in groups g = (pre: n, post: n, res: n²);
-//       pre = σ(logits_pre),  post = 2σ(logits_post),  H = Sinkhorn(m0),  m0 = exp(L − max L),  L = logits_res
-// as n × n. The max is a constant per token (Sinkhorn's first normalisation cancels it), so no gradient flows
-// through it. Returns (pre, post, H, m0); the backward pass reads the derivatives off pre, post and m0.
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> mhc_weights(at::Tensor p, at::Tensor alpha,
-                                                                       at::Tensor bias, int64_t n, int64_t iters) {
-  check(p, "projection");
-  check(alpha, "alpha");
-  check(bias, "bias");
-  const int64_t N = p.size(0), C = p.size(1), nn = n * n;
-  TORCH_CHECK(C == 2 * n + nn && bias.numel() == C && alpha.numel() == 3, "mHC's weights take (N, 2n + n²)");
-  auto pre = at::empty({N, n}, p.options()), post = at::empty({N, n}, p.options());
-  auto res = at::empty({N, n, n}, p.options()), m0 = at::empty({N, n, n}, p.options());
-  AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "mhc_weights", [&] {
-    const scalar_t *P = p.data_ptr<scalar_t>(), *AL = alpha.data_ptr<scalar_t>(), *BI = bias.data_ptr<scalar_t>();
-    scalar_t *PRE = pre.data_ptr<scalar_t>(), *POST = post.data_ptr<scalar_t>(), *RES = res.data_ptr<scalar_t>();
-    scalar_t* M0 = m0.data_ptr<scalar_t>();
-    at::parallel_for(0, (N + kLanes - 1) / kLanes, 1, [&](int64_t first, int64_t last) {
-      std::vector<scalar_t> chunk(nn * kLanes);
-      for (int64_t c = first; c < last; ++c)
-        mhc_weights_chunk(P, AL, BI, c * kLanes, std::min(kLanes, N - c * kLanes), n, iters, PRE, POST, RES, M0,
-                          chunk.data());
-    });
-  });
-  return {pre, post, res, m0};
-}
-
 // mHC's step forward, a block of kTokensPerPartial tokens at a time, so that the block's streams stay in L2 from
 // their write to the read: [x = M s + b ⊗ u with a write,] r = rms(x_t)^{-1} over the token's n·d, q = x Wᵀ (ATen,
-// on the block), P = q r, the weights (mhc_weights_chunk, on the same chunks of kLanes tokens as mhc_weights) and
+// on the block), P = q r, the weights (mhc_weights_chunk, on chunks of kLanes tokens) and
 // h = Σ_j pre_j x_j. As separate kernels the write, the norm, the projection and the read each read the streams
 // from memory (a stream tensor outgrows L2 at the family size). Returns (x, h, pre, post, H_res, m0, P, r, q).
 std::vector<at::Tensor> mhc_step(at::Tensor streams, std::optional<at::Tensor> mix,
@@ -781,73 +758,35 @@ std::vector<at::Tensor> mhc_step(at::Tensor streams, std::optional<at::Tensor> m
   return {x, h, pre, post, res, m0, p, r, q};
 }
 
-// Its gradient: ∂logits = (∂pre · pre(1 − pre), ∂post · post(1 − post/2), Sinkhorn's backward · m0);
-// ∂P = ∂logits · α_g,  ∂α_g = Σ ∂logits · P over the group,  ∂bias = Σ_t ∂logits. Returns (∂P, ∂α, ∂bias).
-std::tuple<at::Tensor, at::Tensor, at::Tensor> mhc_weights_backward(at::Tensor gpre, at::Tensor gpost,
-                                                                    at::Tensor gres, at::Tensor pre,
-                                                                    at::Tensor post, at::Tensor m0, at::Tensor p,
-                                                                    at::Tensor alpha, int64_t iters) {
-  for (auto [t, name] : {std::pair{&gpre, "grad of pre"}, {&gpost, "grad of post"}, {&gres, "grad of res"},
-                         {&pre, "pre"}, {&post, "post"}, {&m0, "m0"}, {&p, "projection"}, {&alpha, "alpha"}})
-    check(*t, name);
-  const int64_t N = p.size(0), C = p.size(1), n = pre.size(1), nn = n * n;
-  const int64_t chunks = (N + kLanes - 1) / kLanes;
-  auto gp = at::empty_like(p);
-  auto partial = at::zeros({chunks, C + 3}, p.options());
-  AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "mhc_weights_backward", [&] {
-    const scalar_t *GPRE = gpre.data_ptr<scalar_t>(), *GPOST = gpost.data_ptr<scalar_t>();
-    const scalar_t *GRES = gres.data_ptr<scalar_t>(), *PRE = pre.data_ptr<scalar_t>();
-    const scalar_t *POST = post.data_ptr<scalar_t>(), *M0 = m0.data_ptr<scalar_t>(), *P = p.data_ptr<scalar_t>();
-    const scalar_t* AL = alpha.data_ptr<scalar_t>();
-    scalar_t *GP = gp.data_ptr<scalar_t>(), *PART = partial.data_ptr<scalar_t>();
-    at::parallel_for(0, chunks, 1, [&](int64_t first, int64_t last) {
-      std::vector<scalar_t> chunk(nn * kLanes), g(nn * kLanes);
-      SinkhornScratch<scalar_t> tmp(n, iters);
-      for (int64_t c = first; c < last; ++c) {
-        const int64_t begin = c * kLanes, count = std::min(kLanes, N - begin);
-        scalar_t* g_bias = PART + c * (C + 3);
-        scalar_t* g_alpha = g_bias + C;
-        gather(M0, begin, count, nn, chunk.data());
-        gather(GRES, begin, count, nn, g.data());
-        sinkhorn_chunk_backward(chunk.data(), g.data(), n, iters, tmp);  // g: the gradient with respect to m0
-        for (int64_t t = begin; t < begin + count; ++t) {
-          for (int64_t col = 0; col < C; ++col) {
-            scalar_t gl;
-            if (col < n) {
-              const scalar_t y = PRE[t * n + col];
-              gl = GPRE[t * n + col] * y * (scalar_t(1) - y);
-            } else if (col < 2 * n) {
-              const scalar_t y = POST[t * n + col - n];
-              gl = GPOST[t * n + col - n] * y * (scalar_t(1) - y / 2);
-            } else {
-              gl = g[(col - 2 * n) * kLanes + t - begin] * M0[t * nn + col - 2 * n];
-            }
-            const int64_t group = col < n ? 0 : col < 2 * n ? 1 : 2;
-            GP[t * C + col] = gl * AL[group];
-            g_bias[col] += gl;
-            g_alpha[group] += gl * P[t * C + col];
-          }
-        }
+// The weights' gradient for one chunk of count ≤ kLanes tokens, every pointer at the chunk's first token:
+//   ∂logits = (∂pre · pre(1 − pre), ∂post · post(1 − post/2), Sinkhorn's backward · m0),  ∂P = ∂logits · α_g,
+//   ∂α_g += Σ ∂logits · P over the group,  ∂bias += Σ_t ∂logits.
+template <typename scalar_t>
+void mhc_weights_backward_chunk(const scalar_t* gpre, const scalar_t* gpost, const scalar_t* gres, const scalar_t* pre,
+                                const scalar_t* post, const scalar_t* m0, const scalar_t* p, const scalar_t* al,
+                                int64_t count, int64_t n, int64_t iters, SinkhornScratch<scalar_t>& tmp,
+                                scalar_t* chunk, scalar_t* g, scalar_t* gp, scalar_t* g_bias, scalar_t* g_alpha) {
+  const int64_t nn = n * n, C = 2 * n + nn;
+  gather(m0, 0, count, nn, chunk);
+  gather(gres, 0, count, nn, g);
+  sinkhorn_chunk_backward(chunk, g, n, iters, tmp);  // g: the gradient with respect to m0
+  for (int64_t l = 0; l < count; ++l)
+    for (int64_t col = 0; col < C; ++col) {
+      scalar_t gl;
+      if (col < n) {
+        const scalar_t y = pre[l * n + col];
+        gl = gpre[l * n + col] * y * (scalar_t(1) - y);
+      } else if (col < 2 * n) {
+        const scalar_t y = post[l * n + col - n];
+        gl = gpost[l * n + col - n] * y * (scalar_t(1) - y / 2);
+      } else {
+        gl = g[(col - 2 * n) * kLanes + l] * m0[l * nn + col - 2 * n];
       }
-    });
-  });
-  auto sums = partial.sum(0);
-  return {gp, sums.narrow(0, C, 3), sums.narrow(0, 0, C)};
-}
-
-// ∂a of a read h = Σ_j a_j x_j alone: ga[t, j] = <g[t], x[t, j]> (stream_read_backward's, without ∂x), for mHC,
-// whose weights' backward needs ∂a before ∂x can be made
-at::Tensor stream_read_weight_grad(at::Tensor g, at::Tensor s) {
-  check(g, "grad");
-  check(s, "streams");
-  const int64_t N = s.size(0), n = s.size(1), d = s.size(2);
-  auto gw = at::empty({N, n}, s.options());
-  AT_DISPATCH_FLOATING_TYPES(s.scalar_type(), "stream_read_weight_grad", [&] {
-    const scalar_t *G = g.data_ptr<scalar_t>(), *S = s.data_ptr<scalar_t>();
-    scalar_t* GW = gw.data_ptr<scalar_t>();
-    each_token(N, [&](int64_t t) { dots(G + t * d, S + t * n * d, GW + t * n, n, d); });
-  });
-  return gw;
+      const int64_t group = col < n ? 0 : col < 2 * n ? 1 : 2;
+      gp[l * C + col] = gl * al[group];
+      g_bias[col] += gl;
+      g_alpha[group] += gl * p[l * C + col];
+    }
 }
 
 // y += alpha · a + beta · b (+ c where given) over d channels
@@ -863,55 +802,88 @@ void add_terms(scalar_t* y, scalar_t alpha, const scalar_t* a, scalar_t beta, co
   }
 }
 
-// mHC's step backward once its weights' is done (the caller makes ∂q = ∂P r and the norm's coefficient per token,
-// −(r³/nd) Σ_k ∂P_k q_k, from ∂a = stream_read_weight_grad), a block of kTokensPerPartial tokens at a time, so
-// that the block's rows stay in L2 between the passes:
-//   ∂x_t = ∂q_t W + a_t ⊗ ∂h_t + ∂x_in,t + norm_t x_t    for the token's row x_t (n·d) and W (2n + n², n·d)
-//   ∂W  += ∂q_blockᵀ x_block                             (one partial per block, added in order at the end)
-// the two matrix products by ATen (MKL) on the block; with a write, its backward runs on each token's ∂x at once
-// (WriteBackward). As ATen ops (stream_read_backward, +=, addcmul_, addmm_, ∂qᵀ x, stream_write_backward) the
-// backward made some fourteen passes over stream-sized tensors, each read from memory at the family size; here
-// it makes four (x, ∂x_in and the streams before the write in, ∂s out) beside the one ∂a takes.
-// Returns (∂x, or ∂s with a write, ∂W, ∂M, ∂b, ∂u), the last three empty without a write.
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> mhc_step_backward(
-    at::Tensor gh, at::Tensor a, at::Tensor x, at::Tensor gq, at::Tensor norm, at::Tensor w,
-    std::optional<at::Tensor> gx_in, std::optional<at::Tensor> s_before, std::optional<at::Tensor> mix,
-    std::optional<at::Tensor> write_weights, std::optional<at::Tensor> u) {
-  check(gh, "grad of h");
-  check(a, "a");
-  check(x, "streams");
-  check(gq, "grad of q");
-  check(norm, "norm coefficients");
-  check(w, "weight");
+// mHC's step backward (mhc_step's), a block of kTokensPerPartial tokens at a time, so that the block's rows stay
+// in L2 between its passes:
+//   ∂a_tj = <∂h_t, x_tj>;  the weights' backward on the block's Sinkhorn chunks (mhc_weights_backward_chunk);
+//   ∂q = ∂P r,  norm_t = −(r_t³/nd) Σ_k ∂P_tk q_tk;
+//   ∂x_t = ∂q_t W + a_t ⊗ ∂h_t + ∂x_in,t + norm_t x_t,   ∂W += ∂q_blockᵀ x_block
+// for the token's row x_t (n·d) and W (2n + n², n·d), the two matrix products by ATen (MKL) on the block; with a
+// write, its backward runs on each token's ∂x at once (WriteBackward). ∂α and ∂bias are summed per Sinkhorn
+// chunk, ∂W per block, then in order. As separate operations (the read's backward, the weights', the
+// projection's, +=, addcmul_, addmm_, ∂qᵀ x, the write's) the backward made some fourteen passes over
+// stream-sized tensors, each read from memory at the family size; here x, ∂x_in and the streams before the
+// write are read once and their gradient written once. Returns (∂x, or with a write the earlier streams'
+// gradient, ∂W, ∂α, ∂bias, then the write's ∂M, ∂b, ∂u, empty without one).
+std::vector<at::Tensor> mhc_step_backward(at::Tensor gh, at::Tensor gpost, at::Tensor gres, at::Tensor x,
+                                          at::Tensor w, at::Tensor r, at::Tensor q, at::Tensor pre, at::Tensor post,
+                                          at::Tensor m0, at::Tensor p, at::Tensor alpha, int64_t iters,
+                                          std::optional<at::Tensor> gx_in, std::optional<at::Tensor> s_before,
+                                          std::optional<at::Tensor> mix, std::optional<at::Tensor> write_weights,
+                                          std::optional<at::Tensor> u) {
+  for (auto [t, name] : {std::pair{&gh, "grad of h"}, {&gpost, "grad of post"}, {&gres, "grad of res"},
+                         {&x, "streams"}, {&w, "weight"}, {&r, "inverse rms"}, {&q, "q"}, {&pre, "pre"},
+                         {&post, "post"}, {&m0, "m0"}, {&p, "projection"}, {&alpha, "alpha"}})
+    check(*t, name);
   if (gx_in) check(*gx_in, "grad of the streams");
-  const int64_t N = x.size(0), n = x.size(1), d = x.size(2), L = n * d, K = w.size(0), blocks = n_partials(N);
-  TORCH_CHECK(n <= kMaxStreams && w.size(1) == L && gq.size(0) == N && gq.size(1) == K && norm.numel() == N &&
-                  a.numel() == N * n && gh.numel() == N * d,
-              "mHC's step backward takes streams (N, n, d), ∂q (N, K), a norm coefficient per token and W (K, n·d)");
+  const int64_t N = x.size(0), n = x.size(1), d = x.size(2), L = n * d, nn = n * n, C = 2 * n + nn;
+  const int64_t blocks = n_partials(N), chunks = (N + kLanes - 1) / kLanes;
+  TORCH_CHECK(n <= kMaxStreams && w.size(0) == C && w.size(1) == L && q.numel() == N * C && p.numel() == N * C &&
+                  r.numel() == N && pre.numel() == N * n && gh.numel() == N * d,
+              "mHC's step backward takes streams (N, n, d), W (2n + n², n·d) and mhc_step's saved tensors");
   const auto write = write_of(s_before, mix, write_weights, u);
   auto gx = write ? at::empty({0}, x.options()) : at::empty_like(x);
   auto write_out = write_grads(write, N, n, d, x.options());
-  auto gw_partial = at::empty({blocks, K, L}, x.options());
+  auto gw_partial = at::empty({blocks, C, L}, x.options());
+  auto weight_partial = at::zeros({chunks, C + 3}, x.options());  // each chunk's ∂bias, then its ∂α
   const auto rows = x.view({N, L});
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "mhc_step_backward", [&] {
-    const scalar_t *GH = gh.data_ptr<scalar_t>(), *A = a.data_ptr<scalar_t>(), *X = x.data_ptr<scalar_t>();
-    const scalar_t *NORM = norm.data_ptr<scalar_t>(), *GX_IN = gx_in ? gx_in->data_ptr<scalar_t>() : nullptr;
+    const scalar_t *GH = gh.data_ptr<scalar_t>(), *GPOST = gpost.data_ptr<scalar_t>(), *GRES = gres.data_ptr<scalar_t>();
+    const scalar_t *X = x.data_ptr<scalar_t>(), *R = r.data_ptr<scalar_t>(), *Q = q.data_ptr<scalar_t>();
+    const scalar_t *PRE = pre.data_ptr<scalar_t>(), *POST = post.data_ptr<scalar_t>(), *M0 = m0.data_ptr<scalar_t>();
+    const scalar_t *P = p.data_ptr<scalar_t>(), *AL = alpha.data_ptr<scalar_t>();
+    const scalar_t* GX_IN = gx_in ? gx_in->data_ptr<scalar_t>() : nullptr;
+    scalar_t* WPART = weight_partial.data_ptr<scalar_t>();
     const WriteBackward<scalar_t> write_backward(write, write_out, n, d);
     at::parallel_for(0, blocks, 1, [&](int64_t first, int64_t last) {
       at::Tensor scratch = write ? at::empty({kTokensPerPartial, L}, x.options()) : at::Tensor();
+      at::Tensor gq = at::empty({kTokensPerPartial, C}, x.options());
+      std::vector<scalar_t> ga(kTokensPerPartial * n), gp(kTokensPerPartial * C), norm(kTokensPerPartial);
+      std::vector<scalar_t> chunk(nn * kLanes), g(nn * kLanes);
+      SinkhornScratch<scalar_t> tmp(n, iters);
+      scalar_t* GQ = gq.data_ptr<scalar_t>();
       for (int64_t block = first; block < last; ++block) {
         const int64_t begin = block * kTokensPerPartial, count = std::min(kTokensPerPartial, N - begin);
-        const auto gq_block = gq.narrow(0, begin, count);
+        for (int64_t l = 0; l < count; ++l) dots(GH + (begin + l) * d, X + (begin + l) * L, ga.data() + l * n, n, d);
+        for (int64_t start = begin; start < begin + count; start += kLanes) {
+          const int64_t l = start - begin;
+          scalar_t* g_bias = WPART + (start / kLanes) * (C + 3);
+          mhc_weights_backward_chunk(ga.data() + l * n, GPOST + start * n, GRES + start * nn, PRE + start * n,
+                                     POST + start * n, M0 + start * nn, P + start * C, AL,
+                                     std::min(kLanes, begin + count - start), n, iters, tmp, chunk.data(), g.data(),
+                                     gp.data() + l * C, g_bias, g_bias + C);
+        }
+        for (int64_t l = 0; l < count; ++l) {
+          const scalar_t rt = R[begin + l];
+          const scalar_t* gp_t = gp.data() + l * C;
+          scalar_t total = 0;
+          for (int64_t c = 0; c < C; ++c) {
+            total += gp_t[c] * Q[(begin + l) * C + c];
+            GQ[l * C + c] = gp_t[c] * rt;
+          }
+          norm[l] = total * (rt * rt * rt) * scalar_t(-1.0 / L);
+        }
+        const auto gq_block = gq.narrow(0, 0, count);
         auto gx_block = write ? scratch.narrow(0, 0, count) : gx.view({N, L}).narrow(0, begin, count);
         at::mm_out(gx_block, gq_block, w);
         auto gw_block = gw_partial.select(0, block);
         at::mm_out(gw_block, gq_block.t(), rows.narrow(0, begin, count));
         scalar_t* GX = gx_block.data_ptr<scalar_t>();
-        for (int64_t t = begin; t < begin + count; ++t) {
-          scalar_t* gx_t = GX + (t - begin) * L;
+        for (int64_t l = 0; l < count; ++l) {
+          const int64_t t = begin + l;
+          scalar_t* gx_t = GX + l * L;
           for (int64_t j = 0; j < n; ++j) {
             const int64_t row = t * n + j;
-            add_terms(gx_t + j * d, A[row], GH + t * d, NORM[t], X + row * d, GX_IN ? GX_IN + row * d : nullptr, d);
+            add_terms(gx_t + j * d, PRE[row], GH + t * d, norm[l], X + row * d, GX_IN ? GX_IN + row * d : nullptr, d);
           }
           write_backward.finish(gx_t, t);
         }
@@ -919,7 +891,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> mhc_step_
     });
   });
   auto [gm, gs, gb, gu] = write_out;
-  return {write ? gs : gx, gw_partial.sum(0), gm, gb, gu};
+  auto weight_sums = weight_partial.sum(0);
+  return {write ? gs : gx, gw_partial.sum(0), weight_sums.narrow(0, C, 3), weight_sums.narrow(0, 0, C), gm, gb, gu};
 }
 
 // ---- MGR: the gates and the attention pool over k streams laid out (k, N, d), one token at a time
@@ -1304,14 +1277,10 @@ TORCH_LIBRARY(rrlib_native, m) {
         " -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
   m.def("mhc_step(Tensor streams, Tensor? mix, Tensor? write, Tensor? u, Tensor weight, Tensor alpha, Tensor bias,"
         " int iters, float eps) -> Tensor[]");
-  m.def("stream_read_weight_grad(Tensor grad, Tensor streams) -> Tensor");
-  m.def("mhc_step_backward(Tensor grad_h, Tensor a, Tensor streams, Tensor grad_q, Tensor norm, Tensor weight,"
-        " Tensor? grad_streams, Tensor? streams_before, Tensor? mix, Tensor? write, Tensor? u)"
-        " -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
-  m.def("mhc_weights(Tensor projection, Tensor alpha, Tensor bias, int n, int iters)"
-        " -> (Tensor, Tensor, Tensor, Tensor)");
-  m.def("mhc_weights_backward(Tensor grad_pre, Tensor grad_post, Tensor grad_res, Tensor pre, Tensor post,"
-        " Tensor m0, Tensor projection, Tensor alpha, int iters) -> (Tensor, Tensor, Tensor)");
+  m.def("mhc_step_backward(Tensor grad_h, Tensor grad_post, Tensor grad_res, Tensor streams, Tensor weight,"
+        " Tensor inverse_rms, Tensor q, Tensor pre, Tensor post, Tensor m0, Tensor projection, Tensor alpha,"
+        " int iters, Tensor? grad_streams, Tensor? streams_before, Tensor? mix, Tensor? write, Tensor? u)"
+        " -> Tensor[]");
 }
 
 TORCH_LIBRARY_IMPL(rrlib_native, CPU, m) {
@@ -1333,9 +1302,6 @@ TORCH_LIBRARY_IMPL(rrlib_native, CPU, m) {
   m.impl("mgr_gate_pool_backward", &mgr_gate_pool_backward);
   m.impl("hc_step", &hc_step);
   m.impl("hc_step_backward", &hc_step_backward);
-  m.impl("mhc_weights", &mhc_weights);
-  m.impl("stream_read_weight_grad", &stream_read_weight_grad);
   m.impl("mhc_step", &mhc_step);
   m.impl("mhc_step_backward", &mhc_step_backward);
-  m.impl("mhc_weights_backward", &mhc_weights_backward);
 }
