@@ -6,10 +6,15 @@ for mHC the exponential and Sinkhorn), and the projection, its norm and the read
 gradient in the backward pass. At the ``family`` size on a CPU (one thread) the coefficients took 24 of the
 47 ms HC's step spent over the standard residual's, and 24 of mHC's 41 (measured by replacing them with
 constants). On the CPU in fp32 (and fp64) the step is one autograd node (``_ReadAndWeigh`` for the first,
-``_WriteAndWeigh`` with the previous step's write for the others): ATen's matrix product for the projection,
-rrlib.rules.native's kernels for the write, the norm, the weights (``_HC``, ``_MHC``) and the read; elsewhere (CUDA,
-bf16 streams, no kernels built, ``RRLIB_NATIVE=0``) the same formulas run as PyTorch operations
-(``hc_weights_plain``, ``mhc_weights_plain``), and tests/test_native.py compares the two.
+``_WriteAndWeigh`` with the previous step's write for the others) and two kernels of rrlib.rules.native per kind
+(``_HC``, ``_MHC``): the forward (the write, the norms, the projection by ATen's matrix product, the weights and
+the read) and the backward (all of their gradients), each over blocks of 256 tokens. A stream tensor at the
+``family`` size (2048 tokens × 4 × 76 floats, 2.5 MB) outgrows the core's L2 cache, and on the AVX-512 Xeon a
+pass over one read from memory costs about four times one from cache (a ``mul`` of it: 0.75 against 0.19 ms),
+so the kernels are built to read each stream tensor from memory once a pass: a block's rows stay in L2 from
+the write to the read, and no stream-sized gradient is stored and read back between the step's backward and
+its write's. Elsewhere (CUDA, bf16 streams, no kernels built, ``RRLIB_NATIVE=0``) the same formulas run as
+PyTorch operations (``hc_weights_plain``, ``mhc_weights_plain``), and tests/test_native.py compares the two.
 """
 from __future__ import annotations
 
