@@ -439,6 +439,18 @@ constexpr int64_t kTokensPerPartial = 256;  // tokens whose parameter gradients 
 
 int64_t n_partials(int64_t N) { return (N + kTokensPerPartial - 1) / kTokensPerPartial; }
 
+// Whether a step's forward writes its streams first: its mix, write weights and u, given together
+bool writes(const std::optional<at::Tensor>& mix, const std::optional<at::Tensor>& write_weights,
+            const std::optional<at::Tensor>& u) {
+  TORCH_CHECK(mix.has_value() == write_weights.has_value() && mix.has_value() == u.has_value(),
+              "the write takes its mix, write weights and u together");
+  if (!mix) return false;
+  check(*mix, "mix");
+  check(*write_weights, "write");
+  check(*u, "u");
+  return true;
+}
+
 // HC's step forward, a block of kTokensPerPartial tokens at a time, so that the block's streams stay in L2 from
 // their write to the read (a stream tensor outgrows L2 at the family size, and as separate kernels the write, the
 // norm, the projection and the read each read the streams from memory):
@@ -455,17 +467,10 @@ std::vector<at::Tensor> hc_step(at::Tensor streams, std::optional<at::Tensor> mi
   check(w, "weight");
   check(stat, "static");
   check(scales, "scales");
-  TORCH_CHECK(mix.has_value() == write_weights.has_value() && mix.has_value() == u.has_value(),
-              "the write takes its mix, write weights and u together");
   const int64_t N = streams.size(0), n = streams.size(1), d = streams.size(2), K = n + 2;
   TORCH_CHECK(w.size(0) == K && w.size(1) == d && stat.numel() == n * K && scales.numel() == 2,
               "HC's step takes streams (N, n, d), W (n + 2, d), static (n, n + 2) and two scales");
-  const bool written = mix.has_value();
-  if (written) {
-    check(*mix, "mix");
-    check(*write_weights, "write");
-    check(*u, "u");
-  }
+  const bool written = writes(mix, write_weights, u);
   const auto options = streams.options();
   auto x = written ? at::empty_like(streams) : streams;
   auto h = at::empty({N, d}, options), a = at::empty({N, n}, options), b = at::empty({N, n}, options);
@@ -709,19 +714,12 @@ std::vector<at::Tensor> mhc_step(at::Tensor streams, std::optional<at::Tensor> m
   check(w, "weight");
   check(alpha, "alpha");
   check(bias, "bias");
-  TORCH_CHECK(mix.has_value() == write_weights.has_value() && mix.has_value() == u.has_value(),
-              "the write takes its mix, write weights and u together");
   const int64_t N = streams.size(0), n = streams.size(1), d = streams.size(2), L = n * d, nn = n * n;
   const int64_t C = 2 * n + nn;
   TORCH_CHECK(w.size(0) == C && w.size(1) == L && bias.numel() == C && alpha.numel() == 3,
               "mHC's step takes streams (N, n, d) and W (2n + n², n·d)");
   static_assert(kTokensPerPartial % kLanes == 0, "a block holds whole Sinkhorn chunks");
-  const bool written = mix.has_value();
-  if (written) {
-    check(*mix, "mix");
-    check(*write_weights, "write");
-    check(*u, "u");
-  }
+  const bool written = writes(mix, write_weights, u);
   const auto options = streams.options();
   auto x = written ? at::empty_like(streams) : streams;
   auto h = at::empty({N, d}, options), pre = at::empty({N, n}, options), post = at::empty({N, n}, options);
