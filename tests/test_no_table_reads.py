@@ -1,6 +1,6 @@
 """No module of the library and no notebook reads a page's table back as data (paper/tables/*.csv): results come
 from rrlib.results and the claims ledger, so page order is no hidden dependency. The one writer of the tables
-(rrlib.views.tables.reader_table) and the build's handling of its output folder (the scratch copy a page is built
+(rrlib.views.tables.reader_table) and the build's handling of its output folder (the scratch folder a page is built
 in, the folders it checks) name the tables folder; nothing else opens it."""
 import ast
 import re
@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[1]
 READS = {"read_csv", "read_table", "read_json", "read_text", "read_bytes", "open", "glob", "rglob", "iterdir",
          "listdir", "exists", "is_file", "scandir", "loadtxt", "genfromtxt"}
 TABLES = re.compile(r"\btables\b|paper/tables")  # the folder, by a name or a path
-# the tables' writer, and the build's output folder: checked, copied into a page's scratch folder and back, and
+# the tables' writer, and the build's output folder: checked, a page's scratch folder published into it, and
 # fingerprinted as what a page was built from
 ALLOWED = {"rrlib/views/tables.py", "rrlib/report/build.py", "rrlib/report/pages.py", "rrlib/report/inputs.py"}
 

@@ -21,21 +21,25 @@ def files(folder):
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
 
 
-def page_ready(tmp_path):
-    """A report holding the family page's files and another size's table, and the family page built in scratch."""
+OTHER_PAGE = "tables/03_family_mini_results.csv"  # another size's table, in the report before and after
+
+
+def page_ready(tmp_path, written=None):
+    """A report holding the family page's files and another size's table, and the family page built in scratch
+    (its own files, or ``written``)."""
     out, scratch = tmp_path / "paper", tmp_path / "scratch"
-    for folder, contents in ((out, OLD), (scratch, NEW)):
+    pages.prepare(scratch)
+    own = {name: body for name, body in NEW.items() if name != OTHER_PAGE}
+    for folder, contents in ((out, OLD), (scratch, own if written is None else written)):
         for name, body in contents.items():
             (folder / name).parent.mkdir(parents=True, exist_ok=True)
             (folder / name).write_bytes(body)
-    (scratch / "figures").mkdir(exist_ok=True)
-    copied = {"03_family_mini_results.csv": b"mini\n"}  # another page's table, copied into scratch for the page
-    return out, scratch, copied
+    return out, scratch
 
 
-def publish(out, scratch, copied):
+def publish(out, scratch):
     mine = pages.owned_by(pages.page_prefix("03", "family"), pages.size_prefixes("03", ["family", "family_mini"]))
-    pages.publish(scratch, out, "03_sweep_family", mine, copied)
+    pages.publish(scratch, out, "03_sweep_family", mine)
 
 
 def test_a_page_whose_rename_fails_half_way_puts_every_file_of_the_report_back(tmp_path, monkeypatch):
@@ -43,7 +47,7 @@ def test_a_page_whose_rename_fails_half_way_puts_every_file_of_the_report_back(t
     holds exactly what it held, nothing left beside it; once no rename fails, the page is published whole."""
     rename = os.replace
     for k in range(1, 20):
-        out, scratch, copied = page_ready(tmp_path / str(k))
+        out, scratch = page_ready(tmp_path / str(k))
         calls = []
 
         def replace_failing_the_kth(source, target):
@@ -54,7 +58,7 @@ def test_a_page_whose_rename_fails_half_way_puts_every_file_of_the_report_back(t
 
         monkeypatch.setattr(pages.os, "replace", replace_failing_the_kth)
         try:
-            publish(out, scratch, copied)
+            publish(out, scratch)
         except PermissionError:
             assert files(out) == OLD, f"rename {k} failed and the report changed"
             continue
@@ -67,9 +71,19 @@ def test_a_page_whose_rename_fails_half_way_puts_every_file_of_the_report_back(t
 
 
 def test_a_page_published_whole_leaves_nothing_beside_the_report_s_files(tmp_path):
-    out, scratch, copied = page_ready(tmp_path)
-    publish(out, scratch, copied)
+    out, scratch = page_ready(tmp_path)
+    publish(out, scratch)
     assert files(out) == NEW
+
+
+def test_a_page_that_writes_another_page_s_file_publishes_nothing(tmp_path):
+    """The family page writing the family_mini page's table (a notebook's name gone wrong) is refused by name, the
+    report as it was: a page's scratch folder holds only what the page wrote, so nothing there is another's."""
+    out, scratch = page_ready(tmp_path, {**NEW, OTHER_PAGE: b"overwritten\n"})
+    with pytest.raises(ValueError, match="page 03_sweep_family wrote tables/03_family_mini_results.csv, named as "
+                                         "another page's files; nothing of it is published"):
+        publish(out, scratch)
+    assert files(out) == OLD
 
 
 def records_with(tmp_path, monkeypatch, text):

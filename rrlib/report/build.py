@@ -249,7 +249,7 @@ def _build(args, held: contextlib.ExitStack) -> int:
             # figures and tables are the notebook's: a rerun replaces them all, and none of another page's
             mine = owned_by(page_prefix(number, size), size_prefixes(number, every_size) if size else set())
             scratch = build / "pages" / stem
-            copied = prepare(scratch, out, mine)
+            prepare(scratch)
             if "figures_dir" in parameters:
                 parameters["figures_dir"] = shown(scratch / "figures")
             print(f"[report] {stem}: executing", flush=True)
@@ -265,7 +265,7 @@ def _build(args, held: contextlib.ExitStack) -> int:
             try:
                 shown_as_built(executed, shown(scratch / "figures"), shown(out / "figures"))
                 render(executed, scratch, stem, nb.name)
-                publish(scratch, out, stem, mine, copied)
+                publish(scratch, out, stem, mine)
             except Exception as err:  # noqa: BLE001 - nbconvert's errors and the disk's alike: nothing is published
                 reason = (str(err).strip().splitlines() or [type(err).__name__])[-1]
                 print(f"error: {stem} ran but could not be rendered and published ({reason}); the report's files "

@@ -1,9 +1,10 @@
 """A page is built in a scratch folder and replaces the report's files only once it has succeeded.
 
 A page's notebook writes its figures into ``<scratch>/figures`` and its tables into ``<scratch>/tables`` (the
-notebooks write tables beside their figure folder, rrlib.views.tables). The scratch tables folder starts with a
-copy of every other page's tables, which a summary page reads. When the notebook has run and the page has been
-rendered, ``publish`` moves what the page wrote into the report: every file written in full beside its place
+notebooks write tables beside their figure folder, rrlib.views.tables); the folders start empty, as no page reads
+another's tables (its numbers come from rrlib.results and the claims ledger). When the notebook has run and the
+page has been rendered, ``publish`` moves what the page wrote into the report, and refuses a file the page wrote
+under another page's name: every file written in full beside its place
 first, then each renamed over it, the page's own files that it no longer writes removed. A page that fails, while
 it runs or while it is published (a read-only folder, a full disk), or a build that is interrupted, leaves the
 report as it was.
@@ -38,29 +39,26 @@ def size_prefixes(number: str, sizes) -> set[str]:
     return {page_prefix(number, s) for s in sizes}
 
 
-def prepare(scratch: Path, out: Path, mine) -> dict[str, bytes]:
-    """A fresh scratch folder for a page, its tables folder holding the other pages' tables; returns those."""
+def prepare(scratch: Path) -> None:
+    """A fresh scratch folder for a page, with its empty figures and tables folders."""
     if scratch.exists():
         shutil.rmtree(scratch)  # the build's own folder, left by an earlier attempt at this page
-    copied = {}
     for folder in FOLDERS:
         (scratch / folder).mkdir(parents=True)
-    for path in sorted((out / "tables").glob("*.csv")):
-        if not mine(path.name):
-            copied[path.name] = path.read_bytes()
-            (scratch / "tables" / path.name).write_bytes(copied[path.name])
-    return copied
 
 
-def publish(scratch: Path, out: Path, stem: str, mine, copied: dict[str, bytes]) -> None:
+def publish(scratch: Path, out: Path, stem: str, mine) -> None:
     """Move the page's rendered HTML, figures and tables from ``scratch`` into the report ``out``, all or nothing.
 
     Every file is first written in full under a temporary name beside its place, and a folder the page only removes
     from is tried the same way; a write that fails (a read-only folder, a full disk) removes what was written and
     raises, the report as it was. Only then is each renamed over its place and the page's old files removed, what
     was there kept aside until all have moved: a rename that fails puts every file back as it was, and raises."""
-    written = {folder: [p for p in sorted((scratch / folder).glob(f"*{suffix}"))
-                        if copied.get(p.name) != p.read_bytes()] for folder, suffix in FOLDERS.items()}
+    written = {folder: sorted((scratch / folder).glob(f"*{suffix}")) for folder, suffix in FOLDERS.items()}
+    others = [f"{folder}/{p.name}" for folder, paths in written.items() for p in paths if not mine(p.name)]
+    if others:
+        raise ValueError(f"page {stem} wrote {', '.join(others)}, named as another page's files; nothing of it "
+                         f"is published")
     moves = [(path, out / folder / path.name) for folder in FOLDERS for path in written[folder]]
     moves += [(scratch / f"{stem}{suffix}", out / f"{stem}{suffix}") for suffix in (".html", ".reader.html")]
     gone = []
