@@ -171,7 +171,7 @@ def test_a_study_whose_every_run_fails_exits_1_naming_each(tmp_path, monkeypatch
 
 
 @pytest.mark.parametrize("argv, said", [
-    *[(["run", "leaderboard", "--jobs", jobs], "error: --jobs takes a positive whole number such as 2")
+    *[(["run", "leaderboard", "--jobs", jobs], "error: --jobs takes a positive whole number up to 256, such as 2")
       for jobs in ("0", "two", "-1", "nan", "inf", "1.5", "")],
     (["list", "nosuch"], "error: rrlib study list lists every study and takes no name; for 'nosuch': rrlib study "
                          "plan|run|status NAME, with NAME one of sizes, "),

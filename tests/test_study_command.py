@@ -23,8 +23,9 @@ def study(argv, env=None):
 @pytest.mark.parametrize("argv, said", [
     (["run", "nosuch"], "error: rrlib study run names an unknown study 'nosuch'; valid choices: sizes, depth, "),
     (["status"], "error: rrlib study status names no study; valid choices: sizes, "),
-    (["run", "sizes", "--jobs", "0"], "error: --jobs takes a positive whole number such as 2"),
-    (["run", "sizes", "--jobs", "two"], "error: --jobs takes a positive whole number such as 2"),
+    (["run", "sizes", "--jobs", "0"], "error: --jobs takes a positive whole number up to 256, such as 2"),
+    (["run", "sizes", "--jobs", "two"], "error: --jobs takes a positive whole number up to 256, such as 2"),
+    (["run", "sizes", "--jobs", "100000"], "error: --jobs takes a positive whole number up to 256, such as 2"),
     (["launch", "sizes"], "error: unknown action 'launch'; valid choices: list, plan, run, status"),
 ])
 def test_bad_input_is_one_sentence_naming_the_choices_before_any_work(argv, said):

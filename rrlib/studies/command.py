@@ -29,6 +29,9 @@ from .work import Job, Run, result_of, standing, state, unique_runs
 
 ACTIONS = ("list", "plan", "run", "status")
 POLL_SECONDS = 5.0  # how often a running step looks for newly finished runs
+# calls side by side at most: each is a process of its own, so --jobs 100000 would start that many at once (a
+# fork bomb, not a study); past the machine's cores more calls only share them
+MAX_JOBS = 256
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -51,8 +54,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     if args.action != "list" and args.name not in STUDIES:
         said = "names no study" if args.name is None else f"names an unknown study {args.name!r}"
         parser.exit(2, f"error: rrlib study {args.action} {said}; valid choices: {', '.join(STUDIES)}\n")
-    if not args.jobs.isdigit() or int(args.jobs) < 1:
-        parser.exit(2, f"error: --jobs takes a positive whole number such as 2 (calls side by side), got "
+    if not args.jobs.isdigit() or not 1 <= int(args.jobs) <= MAX_JOBS:
+        parser.exit(2, f"error: --jobs takes a positive whole number up to {MAX_JOBS}, such as 2 (calls side by "
+                       f"side, each one process on one thread; this machine has {os.cpu_count()} cores), got "
                        f"{args.jobs!r}\n")
     args.jobs = int(args.jobs)
     boards = [name for name, entry in STUDIES.items() if entry.board is not None]
