@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 
 RULES_VARIABLE = "RRLIB_RULES"  # rrlib.rules.external reads it; the command line sets it from --rules
 # The most seeds one comparison may ask for: a thousand runs a rule is beyond any CPU study here, and a count is
@@ -16,6 +17,27 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message):
         self.exit(2, f"error: {message}; see {self.prog} --help\n")
+
+    def parse_known_args(self, args=None, namespace=None):
+        return super().parse_known_args(self.values_joined(sys.argv[1:] if args is None else list(args)), namespace)
+
+    def values_joined(self, args: list[str]) -> list[str]:
+        """``--seeds -1,2`` read as ``--seeds=-1,2``: argparse takes a value that starts with a dash for an option
+        and answers "expected one argument", where the option's own check names what is wrong with the value. A
+        word that is one of this parser's options stays an option."""
+        options = {s for action in self._actions for s in action.option_strings}
+        takes_one = {s for action in self._actions if action.option_strings and action.nargs is None
+                     for s in action.option_strings}
+        joined, k = [], 0
+        while k < len(args):
+            if (args[k] in takes_one and k + 1 < len(args) and args[k + 1].startswith("-")
+                    and args[k + 1] not in options and args[k + 1] != "--"):
+                joined.append(f"{args[k]}={args[k + 1]}")
+                k += 2
+            else:
+                joined.append(args[k])
+                k += 1
+        return joined
 
 
 def path_text(text: str) -> str:

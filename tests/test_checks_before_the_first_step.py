@@ -144,6 +144,7 @@ def test_a_seed_outside_what_torch_takes_is_refused(seed):
     (["--set", "model.vocab_size=1000"], "model.vocab_size is not set directly"),
     (["--set", "train.paper_eval_batches=0"], "train.paper_eval_batches must be a positive whole number"),
     (["--seed", str(2**64)], "a seed must be a whole number from 0 to 2**64 - 1"),
+    (["--seed", "-1,2"], "argument --seed: a seed must be a whole number from 0 to 2**64 - 1, got '-1,2'"),
     (["--max-stories", "1", "--eval-every", "100000"], "the held-out stream (the last 0.03 of"),
     (["--max-stories", str(10**30)], "data.max_stories must be at most 9,223,372,036,854,775,807, or null"),
     (["--set", "train.tokens_per_param=.inf"], "tokens_per_param must be a positive finite number, got inf"),
@@ -576,3 +577,18 @@ def test_a_rule_option_in_exponent_form_reaches_the_run_as_a_float():
     args = SimpleNamespace(**{flag: None for flag in OVERRIDE_FLAGS}, compile=False,
                            set=['model.rule_options={"init":1e-05}'])
     assert overrides_from(args)["model"]["rule_options"] == {"init": 1e-05}
+
+
+def test_a_value_that_starts_with_a_dash_reaches_its_option_s_own_check():
+    """argparse reads ``--seeds -1,2`` as an option without its value ("expected one argument"); the parser passes
+    it to --seeds, whose check names what is wrong, and leaves a word that is one of its options an option."""
+    from rrlib.parsing import OneLineParser
+
+    parser = OneLineParser(prog="p")
+    parser.add_argument("--seeds")
+    parser.add_argument("--out")
+    parser.add_argument("--flag", action="store_true")
+    assert parser.values_joined(["--seeds", "-1,2", "--flag"]) == ["--seeds=-1,2", "--flag"]
+    assert parser.parse_args(["--seeds", "-1,2"]).seeds == "-1,2"
+    assert parser.values_joined(["--out", "--seeds", "1"]) == ["--out", "--seeds", "1"]  # a missing value stays so
+    assert parser.values_joined(["--flag", "-x"]) == ["--flag", "-x"]  # a flag takes no value
