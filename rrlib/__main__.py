@@ -208,23 +208,6 @@ DELEGATED = {"bench": ("rrlib.speed.arguments", "rrlib.speed.bench"),
              "study": ("rrlib.studies.command", "rrlib.studies.command")}
 
 
-VALUE_FLAGS = ("--shard",)  # flags whose value may start with "-" (a bad shard such as -1/2)
-
-
-def joined_values(argv: list[str]) -> list[str]:
-    """``--shard -1/2`` as ``--shard=-1/2``: argparse reads a value that starts with "-" as another flag and answers
-    "expected one argument"; joined, the value reaches its own check, which names the valid form."""
-    out, k = [], 0
-    while k < len(argv):
-        if argv[k] in VALUE_FLAGS and k + 1 < len(argv) and argv[k + 1].startswith("-") and argv[k + 1] != "--help":
-            out.append(f"{argv[k]}={argv[k + 1]}")
-            k += 2
-        else:
-            out.append(argv[k])
-            k += 1
-    return out
-
-
 def rules_given(argv: list[str]) -> list[str]:
     """The --rules values in ``argv`` (``--rules X`` or ``--rules=X``), read before the parsers run."""
     found = []
@@ -318,7 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    argv = joined_values(sys.argv[1:] if argv is None else list(argv))
+    argv = sys.argv[1:] if argv is None else list(argv)
     loaded = reported(lambda: load_given_rules(argv))
     if loaded:
         return loaded
