@@ -3,6 +3,8 @@ rename fails half-way through (every file put back as it was), and a claim recor
 text at hand or the register vouches for them (a record the register does not name is refused where no copy of its
 paper is at hand, before any page runs)."""
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -84,6 +86,24 @@ def test_a_page_that_writes_another_page_s_file_publishes_nothing(tmp_path):
                                          "another page's files; nothing of it is published"):
         publish(out, scratch)
     assert files(out) == OLD
+
+
+def test_old_versions_a_killed_publish_kept_aside_are_removed_by_the_next_build(tmp_path, capsys):
+    """A build killed during its last renames leaves the replaced files' old versions beside them (``_aside``'s
+    names); the next build, holding the report alone, removes those of dead processes of this host and keeps a live
+    process's, another host's and any other file."""
+    from rrlib.runs.folders import disk
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    table = tmp_path / "03_family_results.csv"
+    stale = pages._aside(table).with_name(f"{table.name}.{int(dead.stdout)}@{disk._HOST}.old")
+    live, other_host = pages._aside(table), table.with_name(f"{table.name}.{int(dead.stdout)}@elsewhere.old")
+    mine = tmp_path / "notes.old"
+    for path in (table, stale, live, other_host, mine):
+        path.write_bytes(b"x")
+    disk.remove_stale_asides(tmp_path)
+    assert not stale.exists() and all(p.exists() for p in (table, live, other_host, mine))
+    assert f"left by process {int(dead.stdout)} that stopped while publishing a page" in capsys.readouterr().err
 
 
 def records_with(tmp_path, monkeypatch, text):

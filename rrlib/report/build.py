@@ -29,6 +29,7 @@ from ..model import count_params
 from ..parsing import yaml_value
 from ..runs.config import PROJECT_ROOT, ConfigError, given_path, project_path
 from ..runs.arguments import seed_list, variant_list
+from ..runs.folders.disk import remove_stale_asides
 from ..runs.folders.output_paths import checked_no_links, checked_output
 from ..runs.presets import load_preset
 from . import colab, readme
@@ -37,7 +38,7 @@ from .arguments import PAPER_CSV, parse_args
 from .index import COMPARISONS, Results, abstract, rendered_pages, write_index
 from .inputs import check_run_files, cost_text, missing_runs, page_inputs, read_inputs, write_inputs
 from .notebooks import NOTEBOOKS, QUICK_SIZES, declared_parameters, notebook_source, parameter_values, shown
-from .pages import owned_by, page_prefix, prepare, publish, size_prefixes
+from .pages import FOLDERS, owned_by, page_prefix, prepare, publish, size_prefixes
 from .render import render
 
 KERNEL = "python3"
@@ -222,6 +223,8 @@ def _build(args, held: contextlib.ExitStack) -> int:
         folder.mkdir(parents=True, exist_ok=True)
         held.enter_context(building(folder, option))
     (out / "figures").mkdir(parents=True, exist_ok=True)
+    for folder in (out, *(out / sub for sub in FOLDERS)):  # held alone now: a dead build's leftovers can go
+        remove_stale_asides(folder)
     built = read_inputs(out)
     from ..runs.presets import available_sizes
 

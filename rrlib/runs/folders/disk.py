@@ -65,19 +65,31 @@ def remove_stale_tmp(path: Path) -> None:
     Files of another host (a shared disk) are left alone; ``<name>.<pid>.tmp`` is the form before the host was in
     the name, and was only ever written on the machine that reads it.
     """
-    pattern = re.compile(rf"{re.escape(path.name)}\.(\d+)(?:@([A-Za-z0-9_-]+))?\.tmp")
-    if not path.parent.is_dir():
+    _remove_dead_writers(path.parent, re.escape(path.name), ".tmp", "writing it")
+
+
+def remove_stale_asides(folder: Path) -> None:
+    """Remove the old versions a report page's publish kept aside (``<name>.<pid>@<host>.old``, rrlib.report.pages)
+    whose process of this host died before it could remove them: a build killed during its last renames. The new
+    versions are in place by then; nothing reads the old ones."""
+    _remove_dead_writers(folder, r".+", ".old", "publishing a page")
+
+
+def _remove_dead_writers(folder: Path, name: str, suffix: str, doing: str) -> None:
+    """Remove ``<name>.<pid>[@<host>]<suffix>`` files in ``folder`` of dead processes of this host, each said."""
+    pattern = re.compile(rf"({name})\.(\d+)(?:@([A-Za-z0-9_-]+))?{re.escape(suffix)}")
+    if not folder.is_dir():
         return
-    for tmp in path.parent.iterdir():
+    for tmp in folder.iterdir():
         match = pattern.fullmatch(tmp.name)
-        if match and match[2] in (None, _HOST) and not _writer_alive(int(match[1])):
+        if match and match[3] in (None, _HOST) and not _writer_alive(int(match[2])) and tmp.is_file():
             try:
                 size = tmp.stat().st_size
                 tmp.unlink()
             except OSError:  # gone meanwhile, or a folder this process cannot write: nothing to clean
                 continue
-            print(f"[rrlib] removed {tmp} ({size / 1e6:,.1f} MB), left by process {match[1]} that stopped while "
-                  f"writing it", file=sys.stderr, flush=True)
+            print(f"[rrlib] removed {tmp} ({size / 1e6:,.1f} MB), left by process {match[2]} that stopped while "
+                  f"{doing}", file=sys.stderr, flush=True)
 
 
 def write_atomic(path: Path, write, tmp: Path | None = None) -> None:
