@@ -524,13 +524,10 @@ struct Write {
 
 std::optional<Write> write_of(const std::optional<at::Tensor>& s, const std::optional<at::Tensor>& m,
                               const std::optional<at::Tensor>& b, const std::optional<at::Tensor>& u) {
-  TORCH_CHECK(s.has_value() == m.has_value() && s.has_value() == b.has_value() && s.has_value() == u.has_value(),
+  TORCH_CHECK(s.has_value() == m.has_value(),
               "the write's backward takes its streams, mix, write weights and u together");
-  if (!s) return std::nullopt;
+  if (!writes(m, b, u)) return std::nullopt;
   check(*s, "streams before the write");
-  check(*m, "mix");
-  check(*b, "write");
-  check(*u, "u");
   return Write{*s, *m, *b, *u};
 }
 
@@ -609,7 +606,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tenso
   const int64_t N = x.size(0), n = x.size(1), d = x.size(2), K = n + 2, blocks = n_partials(N);
   TORCH_CHECK(n <= kMaxStreams && th.numel() == N * n * K && q.numel() == N * n * K && r.numel() == N * n &&
                   w.numel() == K * d,
-              "HC's step backward takes streams (N, n, d), q and tanh(P) (n + 2, N·n) and W (n + 2, d)");
+              "HC's step backward takes streams (N, n, d), q and tanh(P) (N·n, n + 2) and W (n + 2, d)");
   const int64_t width = n * K + 2 + K * d;  // a block's ∂static, ∂s and ∂W
   const auto write = write_of(s_before, mix, write_weights, u);
   auto gx = write ? at::empty({0}, x.options()) : at::empty_like(x);
