@@ -88,6 +88,42 @@ def test_sinkhorn_kernel_matches_pytorch(kernels, monkeypatch, tokens):
     torch.testing.assert_close(rows, torch.ones_like(rows))  # rows sum to 1 after the last normalisation
 
 
+def _sinkhorn_in_order(m, iters, grad):
+    """Sinkhorn's rounds on (tokens, n, n) and their backward with each lane's operations in the kernels' order:
+    a sum from zero over the entries in order, its reciprocal, a product per entry; backward, Σ ∂y·y from zero
+    in order, then (∂y − Σ) · (1/s). Each elementwise operation rounds once, as the kernels' do."""
+    n, steps = m.shape[-1], []
+    for step in range(2 * iters):
+        lines = [m[:, b, :] for b in range(n)] if step % 2 == 0 else [m[:, :, b] for b in range(n)]
+        total = torch.zeros_like(lines[0])
+        for line in lines:
+            total = total + line
+        m = m * ((1 / total)[:, None, :] if step % 2 == 0 else (1 / total)[:, :, None])
+        steps.append((m, total))
+    g = grad
+    for step in reversed(range(2 * iters)):
+        y, total = steps[step]
+        axis = 1 + step % 2  # the axis summed over: the rows' index for the columns' sums, then the columns'
+        dot = torch.zeros_like(total).unsqueeze(axis)
+        for b in range(n):
+            dot = dot + g.narrow(axis, b, 1) * y.narrow(axis, b, 1)
+        g = (g - dot) * (1 / total).unsqueeze(axis)
+    return m, g
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_sinkhorn_kernel_rounds_each_lane_as_written(kernels, n, dtype):
+    """The kernel's rounds, for the numbers of streams it holds in registers (2-4) and for any other, are the
+    formula in its order: the same bits forward; backward, to rounding (a compiler may fuse Σ ∂y·y's products
+    and sums, the loops for any n were, on the machine this was written on)."""
+    torch.manual_seed(n)
+    m, grad = torch.rand(150, n, n, dtype=dtype) + 0.05, torch.randn(150, n, n, dtype=dtype)
+    expected, expected_grad = _sinkhorn_in_order(m, 7, grad)
+    assert torch.equal(kernels.sinkhorn(m, 7), expected)
+    torch.testing.assert_close(kernels.sinkhorn_backward(grad, m, 7), expected_grad)
+
+
 def _flat(outputs):
     return torch.cat([t.flatten() for t in outputs])
 

@@ -117,7 +117,9 @@ def sinkhorn(logits: torch.Tensor, iters: int = SINKHORN_ITERS) -> torch.Tensor:
     vectorised pass over the tokens rather than a reduction over runs of n values: at the ``family`` size on
     CPU (n = 4, 2048 tokens, one thread) one call, forward and backward, took 4.5 ms against 14.8 ms. Their
     backward is written out (``_Normalise``). On the CPU rrlib.rules.native's kernel runs all the rounds on 64 tokens at
-    a time in one loop, forward and backward (``_NativeSinkhorn``): 0.8 ms against 1.7.
+    a time in one loop, forward and backward (``_NativeSinkhorn``), for 2-4 streams with each group of 16 tokens'
+    matrices held in vector registers through every round: 0.6 ms a call, forward and backward, where this
+    function's PyTorch path takes 7.2 ms (``family``, one thread, an AVX-512 Xeon).
     """
     with torch.autocast(logits.device.type, enabled=False):
         m = at_least_fp32(logits).contiguous()
