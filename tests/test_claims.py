@@ -273,6 +273,9 @@ def test_ledger_rows_and_helpers():
     assert ledger.row("p", "c", "t", ledger.out_of_reach("590M on a GPU"), "e")["verdict"] == \
         "out of reach: 590M on a GPU"
     assert ledger.verdict_kind("out of reach: 590M on a GPU") == "out of reach"
+    # counted by kind in the ledger's order of kinds, whatever order the rows come in; a kind with none left out
+    counts = ledger.verdict_counts(["inconclusive", "out of reach: 590M on a GPU", "supported", "inconclusive"])
+    assert list(counts.items()) == [("supported", 1), ("inconclusive", 2), ("out of reach", 1)]
     unsure = ledger.row("p", "c", "a test", "inconclusive", "e", 0.001, detectable=0.02, paper_effect=0.009)
     assert unsure["test"] == "a test; the design detects 0.02 against the paper's 0.009"
     assert list(unsure) == ledger.COLUMNS
@@ -328,7 +331,7 @@ def test_the_abstract_states_each_finding_from_the_results_and_leaves_out_missin
     claims = ledger.ledger([ledger.row("Looped transformers", index.LOOPED_CLAIM, "", ledger.untested("running"), "")])
     lines = index.abstract(Given(claims=claims, family_summary=summary))
     assert len(lines) == 3
-    assert "This report tests 1 registered claims of it and 0 related papers: 0 supported" in lines[0]
+    assert lines[0].endswith("This report tests 1 registered claims of it and 0 related papers: 1 untested.")
     assert "a larger one at 1B that it calls a strong trend rather than significant" in lines[0]
     assert lines[1] == ("In the family (3 methods, 3 seeds) none beats standard after Holm; rezero is worse.")
     assert "still running; no verdict yet" in lines[2]

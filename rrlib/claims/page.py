@@ -46,10 +46,9 @@ def forest_rows(df: pd.DataFrame) -> pd.DataFrame:
 def counts(df: pd.DataFrame) -> str:
     """The registered claims counted by verdict; the exploratory readings beside them."""
     registered = df[df["status"] == "registered"]
-    kinds = registered["verdict"].map(ledger.verdict_kind).value_counts()
     later = (df["status"] == "exploratory").sum()
     return (f"{len(registered)} registered claims of {registered['paper'].nunique()} papers: "
-            + ", ".join(f"{kinds.get(v, 0)} {v}" for v in ledger.VERDICTS)
+            + ", ".join(f"{n} {kind}" for kind, n in ledger.verdict_counts(registered["verdict"]).items())
             + f"; {later} exploratory readings shown beside the claims they follow.")
 
 

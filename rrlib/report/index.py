@@ -184,10 +184,10 @@ def abstract(results: Results) -> list[str]:
     counts = ""
     if claims is not None:
         later = claims["status"] == "exploratory" if "status" in claims else pd.Series(False, index=claims.index)
-        kinds = claims.loc[~later, "verdict"].map(ledger.verdict_kind).value_counts()
         counts = (f" This report tests {(~later).sum()} registered claims of it and "
                   f"{claims['paper'].nunique() - 1} related papers: "
-                  + ", ".join(f"{kinds.get(v, 0)} {v}" for v in ledger.VERDICTS) + ".")
+                  + ", ".join(f"{n} {kind}" for kind, n in ledger.verdict_counts(claims.loc[~later, "verdict"]).items())
+                  + ".")
     lines = ["The paper reports that Review residuals bring no gain at its smaller sizes, a significant gain at 590M "
              "and a larger one at 1B that it calls a strong trend rather than significant." + counts]
     board = leaderboard_finding(shown("08_leaderboard", results.board))

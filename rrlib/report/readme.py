@@ -165,13 +165,11 @@ def _claim_verdict(r, exploratory: bool) -> str:
 
 
 def claims_counts(results: Results) -> str:
-    """The README's line on page 07's ledger: the registered claims' verdicts counted by kind (the words before a
-    colon, in the ledger's order), and the exploratory readings beside them."""
+    """The README's line on page 07's ledger: the registered claims' verdicts counted by kind
+    (rrlib.stats.ledger.verdict_counts, as page 07 counts them), and the exploratory readings beside them."""
     df = results.claims()
     later = df["status"] == "exploratory" if "status" in df else pd.Series(False, index=df.index)
-    kinds: dict[str, int] = {}
-    for verdict in df.loc[~later, "verdict"]:
-        kinds[verdict.split(":")[0]] = kinds.get(verdict.split(":")[0], 0) + 1
+    kinds = ledger.verdict_counts(df.loc[~later, "verdict"])
     return (f"{(~later).sum()} registered claims: " + ", ".join(f"**{n} {kind}**" for kind, n in kinds.items())
             + (f"; {later.sum()} exploratory readings beside the claims they follow" if later.any() else "")
             + ".\n")

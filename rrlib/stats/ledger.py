@@ -291,3 +291,10 @@ def verdict_kind(verdict: str) -> str:
         if verdict.startswith(kind):
             return kind
     return verdict
+
+
+def verdict_counts(verdicts) -> dict[str, int]:
+    """The verdicts counted by kind (``verdict_kind``) in ``VERDICTS``' order, a kind none has left out: the one count
+    page 07, the index's abstract and the README state."""
+    kinds = pd.Series(list(verdicts), dtype=object).map(verdict_kind).value_counts()
+    return {kind: int(kinds[kind]) for kind in VERDICTS if kinds.get(kind, 0)}
