@@ -395,6 +395,9 @@ void sinkhorn_chunk_fixed(scalar_t* m, int64_t iters) {
   }
 }
 
+// Whether sinkhorn_chunk and sinkhorn_chunk_backward take the register path for n streams (its cases below).
+constexpr bool in_registers(int64_t n) { return n >= 2 && n <= 4; }
+
 // Sinkhorn's rounds on the chunk m in place.
 template <typename scalar_t>
 void sinkhorn_chunk(scalar_t* m, int64_t n, int64_t iters) {
@@ -450,9 +453,14 @@ template <typename scalar_t>
 struct SinkhornScratch {
   std::vector<scalar_t> trace, sums, dots, inverse;  // sinkhorn_chunk_backward_any's
   std::vector<typename Group<scalar_t>::Vec> steps;  // sinkhorn_chunk_backward_fixed's, one group's rounds
-  SinkhornScratch(int64_t n, int64_t iters)
-      : trace(2 * iters * n * n * kLanes), sums(2 * iters * n * kLanes), dots(n * kLanes), inverse(n * kLanes),
-        steps(2 * iters * (n * n + n)) {}
+  SinkhornScratch(int64_t n, int64_t iters) {  // only the path n takes gets its buffers
+    if (in_registers(n)) {
+      steps.resize(2 * iters * (n * n + n));
+    } else {
+      trace.resize(2 * iters * n * n * kLanes), sums.resize(2 * iters * n * kLanes);
+      dots.resize(n * kLanes), inverse.resize(n * kLanes);
+    }
+  }
 };
 
 // g (a chunk's gradient with respect to Sinkhorn's output) becomes the gradient with respect to its input m
