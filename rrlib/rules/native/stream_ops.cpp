@@ -17,6 +17,7 @@
 #include <limits>
 #include <optional>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -395,18 +396,24 @@ void sinkhorn_chunk_fixed(scalar_t* m, int64_t iters) {
   }
 }
 
-// Whether sinkhorn_chunk and sinkhorn_chunk_backward take the register path for n streams (its cases below).
-constexpr bool in_registers(int64_t n) { return n >= 2 && n <= 4; }
+// The one choice between the two paths: fixed(std::integral_constant<int, n>{}) for the numbers of streams held
+// in registers, any() for the others.
+template <typename Fixed, typename Any>
+void by_streams(int64_t n, Fixed&& fixed, Any&& any) {
+  switch (n) {
+    case 2: return fixed(std::integral_constant<int, 2>{});
+    case 3: return fixed(std::integral_constant<int, 3>{});
+    case 4: return fixed(std::integral_constant<int, 4>{});
+    default: return any();
+  }
+}
 
 // Sinkhorn's rounds on the chunk m in place.
 template <typename scalar_t>
 void sinkhorn_chunk(scalar_t* m, int64_t n, int64_t iters) {
-  switch (n) {
-    case 2: return sinkhorn_chunk_fixed<scalar_t, 2>(m, iters);
-    case 3: return sinkhorn_chunk_fixed<scalar_t, 3>(m, iters);
-    case 4: return sinkhorn_chunk_fixed<scalar_t, 4>(m, iters);
-    default: return sinkhorn_chunk_any<scalar_t>(m, n, iters, nullptr, nullptr);
-  }
+  by_streams(
+      n, [&](auto kN) { sinkhorn_chunk_fixed<scalar_t, decltype(kN)::value>(m, iters); },
+      [&] { sinkhorn_chunk_any<scalar_t>(m, n, iters, nullptr, nullptr); });
 }
 
 // Tokens [begin, begin + count) of (tokens, n, n) into a chunk, padded with ones (any positive matrix would do).
@@ -454,12 +461,12 @@ struct SinkhornScratch {
   std::vector<scalar_t> trace, sums, dots, inverse;  // sinkhorn_chunk_backward_any's
   std::vector<typename Group<scalar_t>::Vec> steps;  // sinkhorn_chunk_backward_fixed's, one group's rounds
   SinkhornScratch(int64_t n, int64_t iters) {  // only the path n takes gets its buffers
-    if (in_registers(n)) {
-      steps.resize(2 * iters * (n * n + n));
-    } else {
-      trace.resize(2 * iters * n * n * kLanes), sums.resize(2 * iters * n * kLanes);
-      dots.resize(n * kLanes), inverse.resize(n * kLanes);
-    }
+    by_streams(
+        n, [&](auto) { steps.resize(2 * iters * (n * n + n)); },
+        [&] {
+          trace.resize(2 * iters * n * n * kLanes), sums.resize(2 * iters * n * kLanes);
+          dots.resize(n * kLanes), inverse.resize(n * kLanes);
+        });
   }
 };
 
@@ -539,12 +546,9 @@ void sinkhorn_chunk_backward_fixed(const scalar_t* m, scalar_t* g, int64_t iters
 // chunk of matrices whose contents are undefined afterwards).
 template <typename scalar_t>
 void sinkhorn_chunk_backward(scalar_t* m, scalar_t* g, int64_t n, int64_t iters, SinkhornScratch<scalar_t>& tmp) {
-  switch (n) {
-    case 2: return sinkhorn_chunk_backward_fixed<scalar_t, 2>(m, g, iters, tmp);
-    case 3: return sinkhorn_chunk_backward_fixed<scalar_t, 3>(m, g, iters, tmp);
-    case 4: return sinkhorn_chunk_backward_fixed<scalar_t, 4>(m, g, iters, tmp);
-    default: return sinkhorn_chunk_backward_any<scalar_t>(m, g, n, iters, tmp);
-  }
+  by_streams(
+      n, [&](auto kN) { sinkhorn_chunk_backward_fixed<scalar_t, decltype(kN)::value>(m, g, iters, tmp); },
+      [&] { sinkhorn_chunk_backward_any<scalar_t>(m, g, n, iters, tmp); });
 }
 
 // The gradient of sinkhorn(m0) with respect to m0. The rounds are recomputed chunk by chunk, which costs less
