@@ -9,6 +9,7 @@ import torch
 from rrlib.__main__ import main as cli
 from rrlib.model import GPT, count_params
 from rrlib.rules import native
+from rrlib.runs import allocator
 from rrlib.runs.presets import resolve_run
 from rrlib.speed import bench, peaks, pricing, timing
 
@@ -37,6 +38,9 @@ def test_bench_writes_its_result_file(tiny_result):
     printed = (tiny_result.parent / "printed.txt").read_text()
     (wrote,) = [line for line in printed.splitlines() if line.startswith("wrote ")]
     assert wrote == "wrote tiny.json and tiny.md"
+    # a CPU step's memory is reused as in a training run (rrlib.runs.allocator), and the file says so
+    assert result["allocator"] == ("glibc's, freed memory kept for later steps" if allocator.keep_freed_memory()
+                                   else "the process's own, as found")
     cpu = result["cpu"]  # the CPU, and the instruction sets its kernels were dispatched to and built for
     assert cpu["model"] and cpu["aten_capability"] == torch.backends.cpu.get_cpu_capability()
     assert cpu["march"] is None or {k: cpu[k] for k in ("march", "extensions")} == native.target_isa()

@@ -42,6 +42,7 @@ from ..version import __version__
 from .folders.checkpoints import CKPT_FILE, drop_checkpoint, init_source, keep_final, save_checkpoint, start_from
 from .config import ConfigError, RunConfig, project_path
 from .data import DataError, fixed_eval_windows, get_batch, paper_eval_windows
+from .allocator import keep_freed_memory
 from .device import autocast_factory, dist_info, join_process_group, pick_device, resolve_precision
 from .folders.disk import disk_full, full_disk, write_json_atomic
 from .evaluate import evaluate
@@ -148,6 +149,8 @@ def train_run(run: RunConfig, progress: bool = True, move_aside: bool = False, a
     data = checked_run_data(run)
     run_dir = run.run_dir
     device = join_process_group(device, local_rank, world)
+    if device.type == "cpu":
+        keep_freed_memory()  # each step's activations come back from the heap, not as fresh pages (allocator.py)
     # folders this call creates: a bad input found while starting leaves none behind
     created = [d for d in (run_dir, *list(run_dir.parents)[:3]) if not d.exists()]  # up to the out root
     lock = run_lock(run_dir) if rank == 0 else contextlib.nullcontext()

@@ -47,6 +47,7 @@ from ..rules.native import target_isa
 from ..runs.folders.disk import write_bytes_atomic, write_json_atomic
 from ..runs.config import given_path, project_path
 from ..runs.data import TOKENIZERS, get_tokenizer, iter_stories
+from ..runs.allocator import keep_freed_memory
 from ..runs.arguments import variant_list
 from ..runs.folders.output_paths import FILE, checked_output
 from ..runs.data.token_cache import load_token_data
@@ -176,11 +177,14 @@ def main(argv=None) -> int:
     out_path = project_path(given_path(args.out) if args.out else
                             f"outputs/bench/{device.type}-{'-'.join(args.size) or 'tokenize'}.json")
     checked_output(out_path, "--out", FILE, beside=(".md",))  # before anything is measured, not after
+    # as a training run on the CPU does: the steps' memory reused, not faulted in afresh (rrlib.runs.allocator)
+    kept = device.type == "cpu" and keep_freed_memory()
     result = {
         "command": "python -m rrlib bench " + " ".join(portable_arguments(argv)),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "git_commit": git_commit(),
         "rrlib_version": __version__, "torch_version": torch.__version__, "python": platform.python_version(),
         "device": device_name(device), "cpu": cpu_description(), "precision": precision,
+        "allocator": "glibc's, freed memory kept for later steps" if kept else "the process's own, as found",
         "compile": "eager and compiled" if args.compile_ratio else args.compile, "steps": args.steps,
         "warmup": args.warmup, "repeats": args.repeats, "peak_flops": peak_flops, "peak_flops_source": peak_source,
         "step_clock": ("CUDA events" if device.type == "cuda" else
@@ -243,7 +247,8 @@ def render(result: dict) -> str:
                   f"torch {result['torch_version']}, precision {result['precision']}, "
                   f"compile {result['compile']}, commit {result['git_commit']}; median of "
                   f"{result['steps'] * result['repeats']} timed steps after {result['warmup']} warmup steps, "
-                  f"timed by {result.get('step_clock', 'wall time')}. "
+                  f"timed by {result.get('step_clock', 'wall time')}; allocator "
+                  f"{result.get('allocator', 'not recorded')}. "
                   f"Peak FLOP/s: {result['peak_flops_source']}. Peak memory: {result['peak_memory_kind']}. "
                   f"eval/step: the fixed evaluation's forward pass per batch over the training step.", "",
                   markdown_table(result["results"])]
