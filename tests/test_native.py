@@ -241,7 +241,8 @@ def test_kernel_gradients_do_not_depend_on_the_number_of_threads(kernels):
 
 
 def _step_backward_inputs(kind, tokens, n=4, d=7, **dtype):
-    """Random inputs of HC's or mHC's step backward kernel, without the write's and with them last."""
+    """Random inputs of HC's or mHC's step backward kernel, without the write's and with them last; the streams x
+    the step read are the write's output."""
     r = lambda *shape: torch.randn(*shape, **dtype)  # noqa: E731
     write = [r(tokens, n, d), r(tokens, n, n), r(tokens, n), r(tokens, d)]  # streams before, M, b, u
     if kind == "hc":
@@ -253,6 +254,9 @@ def _step_backward_inputs(kind, tokens, n=4, d=7, **dtype):
         step = [r(tokens, d), r(tokens, n), r(tokens, n, n), r(tokens, n, d), r(k, n * d), r(tokens).abs(),
                 r(tokens, k), r(tokens, n).sigmoid(), 2 * r(tokens, n).sigmoid(), r(tokens, n, n).exp(), r(tokens, k),
                 r(3), 20, r(tokens, n, d)]
+    # x is what the write made from the streams before it: given the write, the kernel makes x again from them
+    streams, mix, b, u = write
+    step[3] = mix @ streams + b.unsqueeze(-1) * u.unsqueeze(-2)
     return step, write
 
 

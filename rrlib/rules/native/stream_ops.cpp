@@ -712,6 +712,15 @@ struct WriteBackward {
     return S == nullptr ? gx + t * n * d : scratch.data();
   }
 
+  // token t's streams as the forward wrote them: x itself without a write, else x = M s + b ⊗ u made again into
+  // ``row`` by write_token (the forward's own function, so the same bits) from the streams before the write, which
+  // finish reads for the token anyway. x is not read from memory then: a stream-sized pass less a step.
+  const scalar_t* written(const scalar_t* x, int64_t t, scalar_t* row) const {
+    if (S == nullptr) return x + t * n * d;
+    write_token(M + t * n * n, S + t * n * d, B + t * n, U + t * d, row, n, d);
+    return row;
+  }
+
   void finish(const scalar_t* gx_t, int64_t t) const {
     if (S == nullptr) return;
     write_backward_token(gx_t, M + t * n * n, S + t * n * d, B + t * n, U + t * d, GM + t * n * n, GS + t * n * d,
@@ -766,13 +775,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tenso
     scalar_t *GX = write ? nullptr : gx.data_ptr<scalar_t>(), *PART = partial.data_ptr<scalar_t>();
     const WriteBackward<scalar_t> write_backward(write, write_out, n, d);
     at::parallel_for(0, blocks, 1, [&](int64_t first, int64_t last) {
-      std::vector<scalar_t> gp(n * K), gq(n * K), scratch(write ? n * d : 0);
+      std::vector<scalar_t> gp(n * K), gq(n * K), scratch(write ? n * d : 0), remade(write ? n * d : 0);
       scalar_t ga[kMaxStreams], column[kMaxStreams];
       for (int64_t block = first; block < last; ++block) {
         scalar_t* g_static = PART + block * width;
         scalar_t *g_scales = g_static + n * K, *g_weight = g_scales + 2;
         for (int64_t t = block * kTokensPerPartial; t < std::min(N, (block + 1) * kTokensPerPartial); ++t) {
-          const scalar_t *gh_t = GH + t * d, *x_t = X + t * n * d;
+          const scalar_t *gh_t = GH + t * d, *x_t = write_backward.written(X, t, remade.data());
           scalar_t* gx_t = write_backward.target(GX, t, scratch);
           dots(gh_t, x_t, ga, n, d);
           for (int64_t j = 0; j < n; ++j)
@@ -990,6 +999,7 @@ std::vector<at::Tensor> mhc_step_backward(at::Tensor gh, at::Tensor gpost, at::T
     const WriteBackward<scalar_t> write_backward(write, write_out, n, d);
     at::parallel_for(0, blocks, 1, [&](int64_t first, int64_t last) {
       at::Tensor scratch = write ? at::empty({kTokensPerPartial, L}, x.options()) : at::Tensor();
+      at::Tensor remade = write ? at::empty({kTokensPerPartial, L}, x.options()) : at::Tensor();
       at::Tensor gq = at::empty({kTokensPerPartial, C}, x.options());
       std::vector<scalar_t> ga(kTokensPerPartial * n), gp(kTokensPerPartial * C), norm(kTokensPerPartial);
       std::vector<scalar_t> chunk(nn * kLanes), g(nn * kLanes);
@@ -997,7 +1007,15 @@ std::vector<at::Tensor> mhc_step_backward(at::Tensor gh, at::Tensor gpost, at::T
       scalar_t* GQ = gq.data_ptr<scalar_t>();
       for (int64_t block = first; block < last; ++block) {
         const int64_t begin = block * kTokensPerPartial, count = std::min(kTokensPerPartial, N - begin);
-        for (int64_t l = 0; l < count; ++l) dots(GH + (begin + l) * d, X + (begin + l) * L, ga.data() + l * n, n, d);
+        // the block's rows of x; with a write, made again from the streams before it (WriteBackward::written)
+        const scalar_t* XB = X + begin * L;
+        if (write) {
+          scalar_t* remade_rows = remade.data_ptr<scalar_t>();
+          for (int64_t l = 0; l < count; ++l) write_backward.written(X, begin + l, remade_rows + l * L);
+          XB = remade_rows;
+        }
+        const auto x_block = write ? remade.narrow(0, 0, count) : rows.narrow(0, begin, count);
+        for (int64_t l = 0; l < count; ++l) dots(GH + (begin + l) * d, XB + l * L, ga.data() + l * n, n, d);
         for (int64_t start = begin; start < begin + count; start += kLanes) {
           const int64_t l = start - begin;
           scalar_t* g_bias = WPART + (start / kLanes) * (C + 3);
@@ -1020,14 +1038,15 @@ std::vector<at::Tensor> mhc_step_backward(at::Tensor gh, at::Tensor gpost, at::T
         auto gx_block = write ? scratch.narrow(0, 0, count) : gx.view({N, L}).narrow(0, begin, count);
         at::mm_out(gx_block, gq_block, w);
         auto gw_block = gw_partial.select(0, block);
-        at::mm_out(gw_block, gq_block.t(), rows.narrow(0, begin, count));
+        at::mm_out(gw_block, gq_block.t(), x_block);
         scalar_t* GX = gx_block.data_ptr<scalar_t>();
         for (int64_t l = 0; l < count; ++l) {
           const int64_t t = begin + l;
           scalar_t* gx_t = GX + l * L;
           for (int64_t j = 0; j < n; ++j) {
             const int64_t row = t * n + j;
-            add_terms(gx_t + j * d, PRE[row], GH + t * d, norm[l], X + row * d, GX_IN ? GX_IN + row * d : nullptr, d);
+            add_terms(gx_t + j * d, PRE[row], GH + t * d, norm[l], XB + (l * n + j) * d,
+                      GX_IN ? GX_IN + row * d : nullptr, d);
           }
           write_backward.finish(gx_t, t);
         }
