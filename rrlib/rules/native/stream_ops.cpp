@@ -734,9 +734,9 @@ struct WriteBackward {
 //   ∂s = Σ ∂c · tanh P over each scale's columns;  ∂q_j = ∂P_j r_j;
 //   ∂x_j = a_j ∂h + Σ_k ∂q_jk W_k − (r_j³/d)(Σ_k ∂P_jk q_jk) x_j,  ∂W_k = Σ_t Σ_j ∂q_jk x_j
 // for the rows x_j of the streams, r_j = rms(x_j)^{-1} and q_j = W x_j; q and tanh(P) as hc_step makes them,
-// (N·n, n + 2). With ``gx_in`` (the streams' gradient from their other
-// consumer, the next write), ∂x starts from it; with the write that made x (``streams_before`` …), x is made
-// again from it rather than read, and the write's backward follows in the same token loop (WriteBackward). Returns (∂x, or with a write the earlier streams'
+// (N·n, n + 2). With ``gx_in`` (the streams' gradient from their other consumer, the next write), ∂x starts from
+// it; with the write that made x (``streams_before`` …), x is made again from it rather than read, and the write's
+// backward follows in the same token loop (WriteBackward). Returns (∂x, or with a write the earlier streams'
 // gradient, ∂W, ∂static, ∂scales, then the write's ∂M, ∂b, ∂u, empty without one); parameter sums are per block
 // of tokens, then added in order. Where the read's backward, the weights', the norm's and the projection's were
 // separate, ∂x took three passes (the read's, the norm's, the projection's matrix product), and ∂a, ∂P and ∂q
@@ -966,8 +966,8 @@ void add_terms(scalar_t* y, scalar_t alpha, const scalar_t* a, scalar_t beta, co
 // projection's, +=, addcmul_, addmm_, ∂qᵀ x, the write's) the backward made some fourteen passes over
 // stream-sized tensors, each read from memory at the family size; here ∂x_in and the streams before the write
 // are read once (x made again from the latter, WriteBackward::written; x read without a write) and their
-// gradient written once. Returns (∂x, or with a write the earlier streams'
-// gradient, ∂W, ∂α, ∂bias, then the write's ∂M, ∂b, ∂u, empty without one).
+// gradient written once. Returns (∂x, or with a write the earlier streams' gradient, ∂W, ∂α, ∂bias, then the
+// write's ∂M, ∂b, ∂u, empty without one).
 std::vector<at::Tensor> mhc_step_backward(at::Tensor gh, at::Tensor gpost, at::Tensor gres, at::Tensor x,
                                           at::Tensor w, at::Tensor r, at::Tensor q, at::Tensor pre, at::Tensor post,
                                           at::Tensor m0, at::Tensor p, at::Tensor alpha, int64_t iters,
