@@ -274,12 +274,13 @@ def _step_backward(kernels, kind, step, write, fused):
     return [grad_streams, out[1], grad_mix, grad_b, grad_u]
 
 
+@pytest.mark.parametrize("n, d", [(4, 7), (3, 5)])  # 3 × 5 values a token: rows off the 32-byte stores' grid
 @pytest.mark.parametrize("kind", ["hc", "mhc"])
-def test_a_step_backward_with_its_write_equals_the_write_backward_after_it(kernels, kind):
-    """One kernel for the step's backward and its write's (each token's ∂x used at once, never stored) gives what
-    the two gave one after the other."""
+def test_a_step_backward_with_its_write_equals_the_write_backward_after_it(kernels, kind, n, d):
+    """One kernel for the step's backward and its write's (each token's ∂x used at once, never stored, and the
+    earlier streams' gradient streamed to memory) gives what the two gave one after the other."""
     torch.manual_seed(0)
-    step, write = _step_backward_inputs(kind, 300, **F64)
+    step, write = _step_backward_inputs(kind, 300, n, d, **F64)
     fused, separate = (_step_backward(kernels, kind, step, write, fused) for fused in (True, False))
     for one, two in zip(fused, separate):
         torch.testing.assert_close(one, two)
