@@ -129,7 +129,7 @@ void dots(const scalar_t* x, const scalar_t* w, scalar_t* p, int64_t k, int64_t 
 // dots() of two vectors x0 and x1 against the same k rows of W (k × len): each row is loaded once for both, and
 // eight sums run side by side where dots() had four, so that the multiply-adds are not waiting on each other's
 // results. Each sum is the loop dots() vectorises, in the same form, so the compiler reduces it the same way: the
-// numbers of two dots() (checked to the bit with GCC 12 for this machine's AVX-512 and for haswell and znver3).
+// numbers of two dots() (checked to the bit with GCC 12, built for the AVX-512 Xeon, haswell and znver3).
 template <typename scalar_t>
 void dots2(const scalar_t* x0, const scalar_t* x1, const scalar_t* w, scalar_t* p0, scalar_t* p1, int64_t k,
            int64_t len) {
